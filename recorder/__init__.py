@@ -1,0 +1,1 @@
+"""Adapters that observe a live MCP exchange and feed its frames to a cassette."""

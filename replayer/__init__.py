@@ -1,0 +1,1 @@
+"""Adapters that drive the replay engine over a transport."""
