@@ -1,0 +1,3 @@
+from tapes.cli import main
+
+main()
