@@ -1,0 +1,130 @@
+"""Matching live client messages to recorded ones.
+
+Two messages match when their method and their params are the same JSON once volatile parts
+are removed: `_meta` (progress tokens, per-request protocol envelope) everywhere, and the
+client's self-description in `initialize`. Matching is a dictionary lookup on a canonical key,
+so replaying thousands of identical-looking requests stays linear.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+# JSON pointers (relative to params) ignored by default, per method; "*" applies to every method.
+VOLATILE_PATHS: dict[str, tuple[str, ...]] = {
+    "*": ("/_meta",),
+    "initialize": ("/clientInfo",),
+}
+
+_MISSING = object()
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _without(value: Any, tokens: list[str]) -> Any:
+    """`value` with the member at `tokens` removed (copying only along the path)."""
+    if not tokens:
+        return _MISSING
+    head, rest = tokens[0], tokens[1:]
+    if isinstance(value, dict) and head in value:
+        inner = _without(value[head], rest)
+        copy = dict(value)
+        if inner is _MISSING:
+            del copy[head]
+        else:
+            copy[head] = inner
+        return copy
+    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        inner = _without(value[int(head)], rest)
+        copy = list(value)
+        if inner is _MISSING:
+            del copy[int(head)]
+        else:
+            copy[int(head)] = inner
+        return copy
+    return value
+
+
+def _canonical(value: Any) -> Any:
+    """JSON numbers compare by value (1 == 1.0) but never equal a boolean."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    path: str  # JSON pointer, relative to the message (e.g. "/params/arguments/city")
+    recorded: Any
+    live: Any
+
+    def describe(self) -> str:
+        return f"{self.path or '/'}: {_short(self.recorded)} → {_short(self.live)}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    if value is _MISSING:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
+    """Where two JSON values differ, as JSON pointers with both values (absent members included)."""
+    if isinstance(recorded, dict) and isinstance(live, dict):
+        found: list[Difference] = []
+        for key in list(recorded) + [k for k in live if k not in recorded]:
+            found += differences(recorded.get(key, _MISSING), live.get(key, _MISSING), f"{path}/{_escape(key)}")
+        return found
+    if isinstance(recorded, list) and isinstance(live, list) and len(recorded) == len(live):
+        found = []
+        for index, (left, right) in enumerate(zip(recorded, live, strict=True)):
+            found += differences(left, right, f"{path}/{index}")
+        return found
+    if type(recorded) is bool or type(live) is bool:
+        same = recorded is live
+    else:
+        same = recorded is not _MISSING and live is not _MISSING and _canonical(recorded) == _canonical(live)
+        same = same or (recorded is _MISSING and live is _MISSING)
+    return [] if same else [Difference(path, recorded, live)]
+
+
+class Matcher:
+    """The default matcher: method + params, minus the volatile paths and any extra ones given."""
+
+    def __init__(self, ignore: Iterable[str] = ()) -> None:
+        self._ignore = {method: list(paths) for method, paths in VOLATILE_PATHS.items()}
+        self._ignore["*"] = self._ignore["*"] + list(ignore)
+
+    def relevant(self, method: str, params: Any) -> Any:
+        """The params with what this matcher ignores taken out."""
+        for pointer in self._ignore["*"] + self._ignore.get(method, []):
+            tokens = [_unescape(token) for token in pointer.split("/")[1:]]
+            stripped = _without(params, tokens)
+            params = None if stripped is _MISSING else stripped
+        return params
+
+    def key(self, method: str, params: Any) -> tuple[str, str]:
+        relevant = _canonical(self.relevant(method, params))
+        return method, json.dumps(relevant, sort_keys=True, ensure_ascii=False)
+
+    def differences(self, recorded: dict[str, Any], live: dict[str, Any]) -> list[Difference]:
+        found = [] if recorded["method"] == live["method"] else [Difference("/method", recorded["method"], live["method"])]
+        return found + differences(
+            self.relevant(recorded["method"], recorded.get("params")),
+            self.relevant(live["method"], live.get("params")),
+            "/params",
+        )
