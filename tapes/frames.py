@@ -1,4 +1,21 @@
-"""The frame model: one observed wire event, with the transport context needed to rebuild it."""
+"""The frame model: one observed wire event, with the transport context needed to rebuild it.
+
+Channels. On stdio every frame travels on the channel "stdio": client lines (MESSAGE or RAW),
+server lines, STDERR lines, a STREAM_END per direction at end of file, and the server's EXIT.
+
+Over HTTP each exchange (one request and its response, including an SSE stream) is a channel
+named "http:N", numbered from 1 in the order the requests arrived, and holds, in order:
+- C→S HTTP_REQUEST, info {"method", "path" (with query), "headers": [[name, value], ...]}
+  (headers as sent, names in their original case, secrets already redacted);
+- C→S MESSAGE (a batch stays one frame) or RAW: the request body, when there is one;
+- S→C HTTP_RESPONSE, info {"status", "headers": [[name, value], ...]};
+- S→C the body: a JSON body is one MESSAGE (or RAW when it is not JSON-RPC); an SSE body is one
+  SSE_EVENT per event, info {"id", "event", "retry"} (each None when absent), with the JSON-RPC
+  message of its data in `message` (`data` holds the data's UTF-8 bytes when they are not
+  canonical JSON-RPC, or are not JSON-RPC at all; a priming event has empty data); any other
+  body is RAW;
+- S→C STREAM_END, info {"reason": "closed" | "client_disconnect" | "upstream_error", "detail"?}.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +43,10 @@ class Kind(StrEnum):
 
 
 STDIO = "stdio"
+
+
+def http_channel(exchange: int) -> str:
+    return f"http:{exchange}"
 
 
 @dataclass(frozen=True, slots=True)
