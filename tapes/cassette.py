@@ -2,17 +2,22 @@
 (appended and flushed as they come, so a killed recorder leaves a readable file) or as its
 JSON Lines twin for review. Loading detects the format from the content and never runs code:
 msgpack extension types are refused, there is no pickle.
+
+Both formats store the header map, then one map per frame with short keys (`frame_record`).
 """
 
 from __future__ import annotations
 
 import base64
+import gc
+import io
 import json
 import os
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgpack
@@ -20,10 +25,10 @@ import msgpack
 from tapes import __version__
 from tapes.errors import UserError
 from tapes.frames import Direction, Frame, Kind
-from tapes.jsonrpc import MessageType, classify
 
 FORMAT_VERSION = 1
 MAGIC = "mcp-tapes"  # first key of the header object
+_STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # 2026-07-28: in every request's _meta
 
 
 class CassetteError(UserError):
@@ -51,6 +56,9 @@ class Header:
         version = fields.pop(MAGIC)
         if version != FORMAT_VERSION:
             raise ValueError(f"format version {version} is not supported (this is {FORMAT_VERSION})")
+        for name, kind in (("transport", str), ("server", dict), ("created", str), ("tool", str)):
+            if not isinstance(fields[name], kind):
+                raise TypeError(f"its {name} is not a {'map' if kind is dict else 'string'}")
         return cls(
             transport=fields["transport"],
             server=fields["server"],
@@ -70,90 +78,128 @@ class Cassette:
 
     @property
     def protocol_version(self) -> str | None:
-        """The version the session negotiated: from the initialize result, or for stateless
-        (2026-07-28+) sessions from the first request's `_meta`."""
+        """The version the session negotiated: the result of the client's initialize request, or
+        for stateless (2026-07-28+) sessions the version in a request's `_meta` (not that of
+        server/discover, which asks what the server supports)."""
+        initialize_ids = []
         for frame in self.frames:
-            if frame.kind is not Kind.MESSAGE or isinstance(frame.message, list):
-                continue
             message = frame.message
-            if not frame.from_client and classify(message) is MessageType.RESULT:
-                version = message["result"].get("protocolVersion") if isinstance(message["result"], dict) else None
+            if type(message) is not dict:  # initialize never travels in a batch
+                continue
+            if frame.from_client:
+                method = message.get("method")
+                if method == "initialize" and "id" in message:
+                    initialize_ids.append(message["id"])
+                elif method != "server/discover" and "id" in message:
+                    version = _stateless_version(message)
+                    if version is not None:
+                        return version
+            elif "result" in message and message.get("id") in initialize_ids:
+                version = message["result"].get("protocolVersion") if type(message["result"]) is dict else None
                 if isinstance(version, str):
-                    return version
-            if frame.from_client and classify(message) is MessageType.REQUEST:
-                meta = (message.get("params") or {}).get("_meta") or {}
-                version = meta.get("io.modelcontextprotocol/protocolVersion")
-                if isinstance(version, str) and message["method"] != "server/discover":
                     return version
         return None
 
 
-# --- records: the one dict shape both formats store --------------------------------------
+def _stateless_version(request: dict[str, Any]) -> str | None:
+    params = request.get("params")
+    meta = params.get("_meta") if type(params) is dict else None
+    version = meta.get(_STATELESS_VERSION_KEY) if type(meta) is dict else None
+    return version if isinstance(version, str) else None
+
+
+# --- frames as stored -----------------------------------------------------------------------
 
 _DIRECTIONS = {d.value: d for d in Direction}
 _KINDS = {k.value: k for k in Kind}
 
+# Frame is frozen, so its generated __init__ pays one object.__setattr__ per field: that was
+# the largest cost of loading a big cassette. Loaded frames are built as this mutable twin with
+# the very same slots, then retyped; what comes out is an ordinary, immutable Frame.
+_MutableFrame = make_dataclass("_MutableFrame", [f.name for f in fields(Frame)], slots=True)
+
 
 def frame_record(frame: Frame) -> dict[str, Any]:
+    """The frame as stored, in both formats: a map with short keys, absent fields left out.
+    (Direction and Kind are StrEnums: they are stored as their string values.)"""
     record: dict[str, Any] = {
         "seq": frame.seq,
         "t": frame.t,
-        "dir": frame.direction.value,
+        "dir": frame.direction,
         "ch": frame.channel,
-        "kind": frame.kind.value,
+        "kind": frame.kind,
     }
     if frame.message is not None:
         record["msg"] = frame.message
     if frame.data is not None:
         record["data"] = frame.data
-    if frame.info:
+    if frame.info is not None:
         record["info"] = frame.info
     return record
 
 
 def frame_from_record(record: dict[str, Any]) -> Frame:
-    data = record.get("data")
-    if data is not None and not isinstance(data, bytes):
-        raise TypeError("data is not bytes")
-    return Frame(
-        record["seq"],
-        float(record["t"]),
-        _DIRECTIONS[record["dir"]],
-        record["ch"],
-        _KINDS[record["kind"]],
-        record.get("msg"),
-        data,
-        record.get("info"),
-    )
+    """The inverse of `frame_record`, checked (cassettes are untrusted input). Raises ValueError
+    or TypeError naming what is wrong."""
+    if type(record) is not dict:
+        raise TypeError("it is not a map")
+    try:
+        seq, t, direction, channel, kind = record["seq"], record["t"], record["dir"], record["ch"], record["kind"]
+    except KeyError as error:
+        raise ValueError(f"it has no {error.args[0]}") from None
+    try:
+        direction = _DIRECTIONS[direction]
+        kind = _KINDS[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown") from None
+    get = record.get
+    message, data, info = get("msg"), get("data"), get("info")
+    if type(seq) is not int:
+        raise ValueError("its seq is not an integer")
+    if type(t) is not float:
+        if type(t) is not int:
+            raise ValueError("its time is not a number")
+        t = float(t)
+    if type(channel) is not str:
+        raise ValueError("its channel is not a string")
+    channel = sys.intern(channel)  # a handful of channels shared by millions of frames
+    if data is not None and type(data) is not bytes:
+        raise ValueError("its data is not bytes")
+    if info is not None and type(info) is not dict:
+        raise ValueError("its info is not a map")
+    if kind is Kind.MESSAGE and message is None:
+        raise ValueError("it is a message frame without a message")
+    frame = _MutableFrame(seq, t, direction, channel, kind, message, data, info)
+    frame.__class__ = Frame
+    return frame  # type: ignore[return-value]
 
 
 # --- writing --------------------------------------------------------------------------------
 
 
-def _refuse_extension(code: int, data: bytes) -> Any:
-    raise ValueError(f"msgpack extension type {code} is not allowed in a cassette")
-
-
 class CassetteWriter:
-    """Appends frames to a msgpack cassette; every `write` call is flushed before it returns."""
+    """Appends frames to a msgpack cassette; every `write` call is flushed before it returns,
+    so a crash can cut at most the frames of the call in progress."""
 
     def __init__(self, path: str | os.PathLike[str] | BinaryIO, header: Header) -> None:
-        self._file: BinaryIO = path if hasattr(path, "write") else open(path, "wb")  # type: ignore[assignment]
-        self._packer = msgpack.Packer()
-        self._file.write(self._packer.pack(header.record()))
+        if hasattr(path, "write"):
+            self._file: BinaryIO = path  # type: ignore[assignment]
+        else:
+            self._file = _open_for_writing(path, "wb")  # type: ignore[assignment]
+        self._pack = msgpack.Packer().pack
+        self._file.write(self._pack(header.record()))
         self._file.flush()
 
     def write(self, frames: Iterable[Frame]) -> None:
-        pack = self._packer.pack
-        chunks = []
-        for frame in frames:
-            try:
-                chunks.append(pack(frame_record(frame)))
-            except (OverflowError, ValueError, TypeError):
-                # e.g. an integer wider than 64 bits: keep the exact bytes as a raw frame instead
-                chunks.append(pack(frame_record(_as_raw(frame))))
-        self._file.write(b"".join(chunks))
+        self._file.write(b"".join([self._packed(frame) for frame in frames]))
         self._file.flush()
+
+    def _packed(self, frame: Frame) -> bytes:
+        try:
+            return self._pack(frame_record(frame))
+        except (OverflowError, ValueError, TypeError):
+            # e.g. an integer wider than 64 bits: keep the exact bytes as a raw frame instead
+            return self._pack(frame_record(_as_raw(frame)))
 
     def close(self) -> None:
         self._file.close()
@@ -169,15 +215,25 @@ def _as_raw(frame: Frame) -> Frame:
     return Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.RAW, None, frame.payload, frame.info)
 
 
+def _open_for_writing(path: str | os.PathLike[str], mode: str, **options: Any) -> Any:
+    try:
+        return open(path, mode, **options)
+    except OSError as error:
+        raise CassetteError(f"{path}: cannot be written ({error.strerror})") from None
+
+
 def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool = False) -> None:
-    if jsonl:
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(_json_line(cassette.header.record()))
-            for frame in cassette.frames:
-                out.write(_json_line(_jsonable(frame_record(frame))))
+    if not jsonl:
+        with CassetteWriter(path, cassette.header) as writer:
+            writer.write(cassette.frames)
         return
-    with CassetteWriter(path, cassette.header) as writer:
-        writer.write(cassette.frames)
+    with _open_for_writing(path, "w", encoding="utf-8") as out:
+        out.write(_json_line(cassette.header.record()))
+        for frame in cassette.frames:
+            try:
+                out.write(_json_line(_jsonable(frame_record(frame))))
+            except (TypeError, ValueError) as error:  # e.g. a lone surrogate, which UTF-8 cannot hold
+                raise CassetteError(f"{path}: frame {frame.seq} cannot be written as JSON ({error})") from None
 
 
 def _json_line(value: dict[str, Any]) -> str:
@@ -207,31 +263,55 @@ def _bytes_from_json(record: dict[str, Any], name: str, offset: int) -> None:
 
 # --- reading --------------------------------------------------------------------------------
 
+_MSGPACK_MAP_STARTS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+# Every stored frame is a map of 5 to 8 entries whose first key is "seq".
+_FRAME_STARTS = [bytes([0x80 + size]) + msgpack.packb("seq") for size in range(5, 9)]
+
 
 def load(path: str | os.PathLike[str]) -> Cassette:
     """Read a cassette in either format. Raises CassetteError with one sentence naming the
     problem and, for damaged content, the byte offset."""
     name = str(path)
     try:
-        content = Path(path).read_bytes()
+        with open(path, "rb") as file:
+            return _load(file, os.fstat(file.fileno()).st_size, name)
     except FileNotFoundError:
         raise CassetteError(f"{name}: no such cassette file") from None
     except IsADirectoryError:
         raise CassetteError(f"{name}: is a directory, not a cassette file") from None
     except OSError as error:
         raise CassetteError(f"{name}: cannot be read ({error.strerror})") from None
-    return loads(content, name)
 
 
 def loads(content: bytes, name: str = "<cassette>") -> Cassette:
-    if not content:
+    """`load` for content already in memory; `name` stands for the file in messages."""
+    return _load(io.BytesIO(content), len(content), name)
+
+
+def _load(file: BinaryIO, size: int, name: str) -> Cassette:
+    first = file.read(1)
+    if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
-    if content[:1] == b"{":
-        return _load_jsonl(content, name)
-    first = content[0]
-    if 0x80 <= first <= 0x8F or first in (0xDE, 0xDF):
-        return _load_msgpack(content, name)
+    file.seek(0)
+    with _gc_paused():
+        if first == b"{":
+            return _load_jsonl(file.read(), name)
+        if first[0] in _MSGPACK_MAP_STARTS:
+            return _load_msgpack(file, size, name)
     raise CassetteError(f"{name}: is not a cassette (byte 0 starts neither a msgpack map nor a JSON object)")
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Loading makes millions of acyclic containers; the cyclic collector would scan them again
+    and again as they pile up (it doubled the load time) and could free none of them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _header_at(record: Any, name: str) -> Header:
@@ -243,42 +323,58 @@ def _header_at(record: Any, name: str) -> Header:
         raise CassetteError(f"{name}: has an unusable header at byte 0 ({error})") from None
 
 
-def _frame_at(record: Any, name: str, offset: int) -> Frame:
+def _refuse_extension(code: int, data: bytes) -> Any:
+    raise ValueError("it holds a msgpack extension type, which a cassette never contains")
+
+
+def _msgpack_problem(error: ValueError) -> str:
+    text = str(error)
+    if "max_ext_len" in text:  # extension types with a payload (timestamps too) stop here
+        return "it holds a msgpack extension type, which a cassette never contains"
+    return text or "malformed msgpack"
+
+
+def _load_msgpack(file: BinaryIO, size: int, name: str) -> Cassette:
+    unpacker = msgpack.Unpacker(
+        file,
+        raw=False,
+        max_buffer_size=0,  # the largest allowed (4 GiB): one frame may be a huge tool result
+        max_ext_len=0,  # timestamps bypass ext_hook; this refuses them too
+        ext_hook=_refuse_extension,
+    )
     try:
-        if not isinstance(record, dict):
-            raise TypeError("not a map")
-        return frame_from_record(record)
-    except (KeyError, TypeError, ValueError) as error:
-        raise CassetteError(f"{name}: byte {offset} holds no valid frame ({error})") from None
+        record = next(unpacker)
+    except StopIteration:
+        raise CassetteError(f"{name}: is truncated inside its header (byte 0)") from None
+    except ValueError:  # not msgpack after all, e.g. a PNG (0x89 also starts a msgpack map)
+        record = None
+    header = _header_at(record, name)
 
-
-def _load_msgpack(content: bytes, name: str) -> Cassette:
-    unpacker = msgpack.Unpacker(raw=False, ext_hook=_refuse_extension, max_buffer_size=len(content) + 1)
-    unpacker.feed(content)
     frames: list[Frame] = []
-    warnings: list[str] = []
-    offset = 0
-    header: Header | None = None
     append = frames.append
-    while True:
-        try:
-            record = unpacker.unpack()
-        except msgpack.OutOfData:
-            if offset < len(content):
-                warnings.append(
-                    f"{name}: the last frame is truncated at byte {offset} "
-                    f"({len(content) - offset} bytes ignored); the {len(frames)} frames before it are kept"
-                )
-            break
-        except (ValueError, msgpack.FormatError, msgpack.StackError) as error:
-            raise CassetteError(f"{name}: byte {offset} is not valid msgpack ({error})") from None
-        if header is None:
-            header = _header_at(record, name)
-        else:
-            append(_frame_at(record, name, offset))
-        offset = unpacker.tell()
-    if header is None:
-        raise CassetteError(f"{name}: is truncated inside its header (byte 0)")
+    tell = unpacker.tell
+    offset = tell()  # where the object being read starts
+    try:
+        for record in unpacker:
+            try:
+                append(frame_from_record(record))
+            except (ValueError, TypeError) as error:
+                raise CassetteError(f"{name}: byte {offset} holds no valid frame ({error})") from None
+            offset = tell()
+    except ValueError as error:  # FormatError, StackError, BufferFull, bad UTF-8, refused extensions
+        raise CassetteError(f"{name}: byte {offset} is not valid msgpack ({_msgpack_problem(error)})") from None
+
+    warnings = []
+    if offset < size:
+        # A cut can only leave the start of a frame; anything else there is damage, not a crash.
+        file.seek(offset)
+        start = file.read(len(_FRAME_STARTS[0]))
+        if not any(frame_start.startswith(start) for frame_start in _FRAME_STARTS):
+            raise CassetteError(f"{name}: byte {offset} does not start a frame (the file is damaged there)")
+        warnings.append(
+            f"{name}: the last frame is truncated at byte {offset} "
+            f"({size - offset} bytes ignored); the {len(frames)} frames before it are kept"
+        )
     return Cassette(header, frames, warnings)
 
 
@@ -294,7 +390,7 @@ def _load_jsonl(content: bytes, name: str) -> Cassette:
             continue
         try:
             record = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as error:
+        except ValueError as error:  # UnicodeDecodeError included
             if number == len(lines) - 1:  # unterminated last line: a writer stopped mid-line
                 warnings.append(
                     f"{name}: the last line is truncated at byte {start}; the {len(frames)} frames before it are kept"
@@ -306,7 +402,10 @@ def _load_jsonl(content: bytes, name: str) -> Cassette:
             continue
         if isinstance(record, dict):
             _bytes_from_json(record, name, start)
-        frames.append(_frame_at(record, name, start))
+        try:
+            frames.append(frame_from_record(record))
+        except (ValueError, TypeError) as error:
+            raise CassetteError(f"{name}: byte {start} (line {number + 1}) holds no valid frame ({error})") from None
     if header is None:
         raise CassetteError(f"{name}: holds no mcp-tapes header")
     return Cassette(header, frames, warnings)

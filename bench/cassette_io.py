@@ -1,0 +1,146 @@
+"""Cassette I/O speed: write N frames with CassetteWriter, then `load` them back.
+
+    python bench/cassette_io.py [--frames 1000000] [--dir DIR]
+
+Each phase runs in its own subprocess so its peak RSS (ru_maxrss) is its own. The frames are
+small, realistic MCP stdio traffic of mixed kinds. "write/frame" calls `write()` once per frame
+(a flush each, as a recorder does under a slow trickle of traffic); "write/batch" hands over
+1000 frames per call (a recorder's writer catching up after a burst). The "floor" rows are
+msgpack alone on the same data (packing the prebuilt records; iterating an Unpacker over the
+file, cyclic GC off): no loader built on msgpack-python can beat them, so "x floor" says what
+the cassette code itself costs, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from tapes.cassette import CassetteWriter, Header, frame_record, load
+from tapes.frames import STDIO, Direction, Frame, Kind
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+BATCH = 1000
+
+
+def _frames_for(seq: int, t: float) -> list[Frame]:
+    """One tool call as it goes over stdio: request, progress, a stderr line, result, and now
+    and then an error, a batch, a non-JSON line or a verbatim payload."""
+    n = seq // 8
+    frames = [
+        Frame(seq, t, C2S, STDIO, Kind.MESSAGE, {
+            "jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "get_weather", "arguments": {"city": f"City {n}", "units": "metric"},
+                       "_meta": {"progressToken": n}},
+        }),
+        Frame(seq + 1, t + 0.001, S2C, STDIO, Kind.MESSAGE, {
+            "jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": n, "progress": 0.5, "total": 1.0, "message": "fetching"},
+        }),
+        Frame(seq + 2, t + 0.002, S2C, STDIO, Kind.STDERR, data=f"INFO fetching weather for City {n}".encode()),
+        Frame(seq + 3, t + 0.003, S2C, STDIO, Kind.MESSAGE, {
+            "jsonrpc": "2.0", "id": n,
+            "result": {"content": [{"type": "text", "text": f"City {n}: 21.5 C, light rain, wind 12 km/h"}],
+                       "isError": False},
+        }),
+        Frame(seq + 4, t + 0.004, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"}),
+        Frame(seq + 5, t + 0.005, S2C, STDIO, Kind.MESSAGE,
+              {"jsonrpc": "2.0", "id": f"p{n}", "error": {"code": -32601, "message": "Method not found"}}),
+        Frame(seq + 6, t + 0.006, C2S, STDIO, Kind.MESSAGE,
+              {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": n - 1}},
+              data=b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": %d}}' % (n - 1)),
+        Frame(seq + 7, t + 0.007, S2C, STDIO, Kind.RAW, data=b"Server ready on stdio (pid 4242)"),
+    ]
+    return frames
+
+
+def make_frames(count: int) -> list[Frame]:
+    frames: list[Frame] = []
+    while len(frames) < count:
+        frames.extend(_frames_for(len(frames) + 1, len(frames) * 0.001))
+    return frames[:count]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def _phase(phase: str, path: Path, count: int) -> dict[str, Any]:
+    header = Header(transport="stdio", server={"command": ["python", "weather_server.py"]})
+    if phase.startswith("load"):
+        before = _peak_rss_mb()
+        start = time.perf_counter()
+        if phase == "load":
+            cassette = load(path)
+            assert len(cassette.frames) == count and not cassette.warnings
+        else:
+            gc.disable()
+            with open(path, "rb") as file:
+                records = list(msgpack.Unpacker(file, max_buffer_size=0))
+            assert len(records) == count + 1
+    else:
+        frames = make_frames(count)
+        records = [frame_record(frame) for frame in frames]
+        before = _peak_rss_mb()
+        start = time.perf_counter()
+        if phase == "write/floor":
+            pack = msgpack.Packer().pack
+            for record in records:
+                pack(record)
+        else:
+            with CassetteWriter(path, header) as writer:
+                if phase == "write/frame":
+                    for frame in frames:
+                        writer.write((frame,))
+                else:
+                    for i in range(0, count, BATCH):
+                        writer.write(frames[i : i + BATCH])
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rss_before": before, "rss_peak": _peak_rss_mb()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=1_000_000)
+    parser.add_argument("--dir", type=Path, default=None, help="Where to put the cassette (default: a temp dir).")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:  # child: run one phase, report as JSON
+        print(json.dumps(_phase(args.phase, args.path, args.frames)))
+        return
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        path = Path(tmp) / "bench.tape"
+        rows = {}
+        for phase in ("write/floor", "write/frame", "write/batch", "load/floor", "load"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--phase", phase, "--path", str(path), "--frames", str(args.frames)],
+                check=True, capture_output=True, text=True,
+            ).stdout
+            rows[phase] = json.loads(out)
+        size_mb = path.stat().st_size / 1e6
+
+    print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB ({size_mb * 1e6 / args.frames:.0f} B/frame)")
+    print(f"{'phase':<12} {'seconds':>8} {'x floor':>8} {'frames/s':>11} {'µs/frame':>9} {'RSS before':>11} {'RSS peak':>9}")
+    for phase, r in rows.items():
+        rate = args.frames / r["seconds"]
+        floor = rows[phase.split("/")[0] + "/floor"]["seconds"]
+        print(
+            f"{phase:<12} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} {rate:>11,.0f} {1e6 / rate:>9.2f}"
+            f" {r['rss_before']:>9.0f}MB {r['rss_peak']:>7.0f}MB"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""`tapes show`: a cassette as a readable timeline.
+
+A header block (how the session was recorded), then one line per frame: sequence number, time
+offset, direction, channel, what the frame is (`request tools/call #4`, `error #4 -32601`,
+`raw 31 B`, ...) and a one-line summary of its payload.
+
+Big cassettes: rows are written as plain segments in chunks with precomputed column widths
+(a rich Table measures every cell and takes about a millisecond a row), and summaries are
+built only up to the width they will be shown at, however large the payload.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from json.encoder import encode_basestring
+from typing import Any
+
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from tapes.cassette import Cassette
+from tapes.frames import Direction, Frame, Kind
+from tapes.jsonrpc import MessageType, classify, items
+
+ARROWS = {Direction.CLIENT_TO_SERVER: "C→S", Direction.SERVER_TO_CLIENT: "S→C"}
+_CHUNK = 1000  # rows per console.print: output streams, memory stays flat
+_MAX_CHANNEL = 16
+_MAX_WHAT = 44
+_MIN_SUMMARY = 12
+
+_DIRECTION_STYLES = {Direction.CLIENT_TO_SERVER: Style(color="cyan"), Direction.SERVER_TO_CLIENT: Style(color="magenta")}
+_TYPE_STYLES = {
+    MessageType.REQUEST: Style(color="blue", bold=True),
+    MessageType.NOTIFICATION: Style(color="yellow"),
+    MessageType.RESULT: Style(color="green"),
+    MessageType.ERROR: Style(color="red", bold=True),
+    MessageType.BATCH: Style(color="blue"),
+    MessageType.INVALID: Style(color="red"),
+}
+_KIND_STYLES = {Kind.RAW: Style(color="red"), Kind.STDERR: Style(color="yellow", dim=True)}
+_DIM = Style(dim=True)
+_PLAIN = Style()
+
+# Cassettes are untrusted: no control character (ESC sequences, newlines, C1 controls) of theirs
+# reaches the terminal; every cell goes through _clean.
+_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
+def print_timeline(cassette: Cassette, width: int | None = None, console: Console | None = None) -> None:
+    """Print the cassette's header and one row per frame to `console` (default: stdout), in
+    `width` columns (default: the console's)."""
+    console = console or Console(width=width)
+    width = min(width or console.width, console.width)  # a console never prints wider than itself
+    console.print(_header_block(cassette), width=width, highlight=False)
+    layout = _Layout(cassette.frames, width)
+    console.print(layout.heading(), width=width)
+    for start in range(0, len(cassette.frames), _CHUNK):
+        # Rows come cut to the width: rich need not measure every segment again.
+        console.print(_Rows(cassette.frames[start : start + _CHUNK], layout), width=width, crop=False)
+    if not cassette.frames:
+        console.print(Text("(no frames)", style=_DIM), width=width)
+
+
+def _header_block(cassette: Cassette) -> Table:
+    header = cassette.header
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows = [
+        ("transport", header.transport),
+        ("server", _server(header.server)),
+        ("created", header.created),
+        ("protocol", cassette.protocol_version or "unknown"),
+        ("frames", str(len(cassette.frames))),
+        ("recorded by", header.tool),
+    ]
+    if header.labels:
+        rows.append(("labels", " ".join(f"{key}={value}" for key, value in header.labels.items())))
+    if header.redaction:
+        rows.append(("redaction", ", ".join(header.redaction)))
+    for name, value in rows:
+        grid.add_row(name, Text(_clean(value)))  # Text: no markup parsing of cassette content
+    for warning in cassette.warnings:
+        grid.add_row(Text("warning", style="bold yellow"), Text(_clean(warning), style="yellow"))
+    return grid
+
+
+def _server(server: dict[str, Any]) -> str:
+    command = server.get("command")
+    if isinstance(command, list) and all(isinstance(part, str) for part in command):
+        return shlex.join(command)
+    if isinstance(server.get("url"), str):
+        return server["url"]
+    return _compact(server, 200)
+
+
+# --- rows -----------------------------------------------------------------------------------
+
+
+class _Layout:
+    """Column widths, fixed before the first row so that chunks line up."""
+
+    COLUMNS = ("#", "time", "dir", "channel", "what", "summary")
+
+    def __init__(self, frames: list[Frame], width: int) -> None:
+        seqs = [frame.seq for frame in frames] or [0]
+        times = [frame.t for frame in frames] or [0.0]
+        channels = {frame.channel for frame in frames}
+        self.seq = max(len(str(max(seqs))), len(str(min(seqs))), 1)
+        self.time = max(len(_offset(max(times))), len(_offset(min(times))), 4)
+        self.channel = min(max([len("channel"), *map(cell_len, map(_clean, channels))]), _MAX_CHANNEL)
+        fixed = self.seq + self.time + 3 + self.channel + 5  # 5 single-space gutters
+        self.what = min(_MAX_WHAT, max(len("what"), (width - fixed) * 2 // 5))
+        self.summary = max(_MIN_SUMMARY, width - fixed - self.what)
+        self.width = fixed + self.what + self.summary
+
+    def widths(self) -> tuple[int, ...]:
+        return (self.seq, self.time, 3, self.channel, self.what, self.summary)
+
+    def heading(self) -> Text:
+        seq, time, *rest = zip(self.COLUMNS, self.widths())
+        cells = [name.rjust(width) for name, width in (seq, time)] + [_fit(name, width) for name, width in rest]
+        return Text(" ".join(cells).rstrip(), style="bold underline", no_wrap=True, overflow="crop")
+
+
+class _Rows:
+    """A chunk of frames as table rows, rendered straight to segments."""
+
+    def __init__(self, frames: list[Frame], layout: _Layout) -> None:
+        self.frames = frames
+        self.layout = layout
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        seq_width, time_width, _, channel_width, what_width, summary_width = self.layout.widths()
+        too_narrow = self.layout.width > options.max_width  # for even the narrowest columns
+        for frame in self.frames:
+            what, summary, style = _describe(frame, summary_width)
+            row = [
+                Segment(str(frame.seq).rjust(seq_width) + " "),
+                Segment(_offset(frame.t).rjust(time_width), _DIM),
+                Segment(" "),
+                Segment(ARROWS[frame.direction], _DIRECTION_STYLES[frame.direction]),
+                Segment(" " + _fit(_clean(frame.channel), channel_width) + " "),
+                Segment(_fit(_clean(what), what_width), style),
+                Segment(" " + _fit(_clean(summary), summary_width).rstrip()),
+            ]
+            yield from Segment.adjust_line_length(row, options.max_width, pad=False) if too_narrow else row
+            yield Segment.line()
+
+
+def _offset(t: float) -> str:
+    return f"+{t:.3f}s"
+
+
+def _fit(text: str, width: int) -> str:
+    """Exactly `width` cells: padded, or cut with an ellipsis."""
+    if cell_len(text) > width:
+        return set_cell_size(text, width - 1) + "…"
+    return set_cell_size(text, width)
+
+
+def _clean(text: str) -> str:
+    return text.translate(_CONTROLS)
+
+
+# --- what a frame is ------------------------------------------------------------------------
+
+
+def _describe(frame: Frame, limit: int) -> tuple[str, str, Style]:
+    """(what, summary, style of what) for one frame; the summary is built to about `limit` cells."""
+    label = frame.kind.value.replace("_", " ")
+    if frame.message is not None:
+        what, summary, style = _describe_message(frame.message, limit)
+        if frame.kind is not Kind.MESSAGE:  # e.g. an SSE event that carried a message
+            what = f"{label} {what}"
+    elif frame.kind in (Kind.RAW, Kind.STDERR):
+        data = frame.data or b""
+        what = f"raw {len(data)} B" if frame.kind is Kind.RAW else label
+        summary, style = data[: limit * 4].decode("utf-8", "replace"), _KIND_STYLES[frame.kind]
+    else:  # HTTP heads, SSE events, stream ends, exits: whatever their info holds
+        info = {key: value for key, value in (frame.info or {}).items() if key != "partial"}
+        what, style = label, _PLAIN
+        summary = " ".join(f"{key}={_compact(value, limit)}" for key, value in info.items())
+    if frame.partial:
+        what += " (partial)"
+    return what, summary, style
+
+
+def _describe_message(message: Any, limit: int) -> tuple[str, str, Style]:
+    kind = classify(message)
+    return _message_what(message, kind), _message_summary(message, kind, limit), _TYPE_STYLES[kind]
+
+
+def _message_what(message: Any, kind: MessageType) -> str:
+    if kind is MessageType.REQUEST:
+        return f"request {message['method']} #{_id(message['id'])}"
+    if kind is MessageType.NOTIFICATION:
+        return f"notification {message['method']}"
+    if kind is MessageType.RESULT:
+        return f"result #{_id(message['id'])}"
+    if kind is MessageType.ERROR:
+        return f"error #{_id(message['id'])} {_compact(message['error'].get('code'), 20)}"
+    if kind is MessageType.BATCH:
+        return f"batch [{len(message)}]"
+    return "invalid JSON-RPC"
+
+
+def _message_summary(message: Any, kind: MessageType, limit: int) -> str:
+    if kind in (MessageType.REQUEST, MessageType.NOTIFICATION):
+        return _compact(message["params"], limit) if "params" in message else ""
+    if kind is MessageType.RESULT:
+        return _compact(message["result"], limit)
+    if kind is MessageType.ERROR:
+        error = message["error"]
+        text = error.get("message")
+        summary = text if isinstance(text, str) else _compact(text, limit)
+        return f"{summary} {_compact(error['data'], limit)}" if "data" in error else summary
+    if kind is MessageType.BATCH:
+        parts: list[str] = []
+        size = 0
+        for item in items(message):  # only as many members as fit
+            parts.append(_message_what(item, classify(item)))
+            size += len(parts[-1]) + 2
+            if size > limit:
+                break
+        return ", ".join(parts)
+    return _compact(message, limit)
+
+
+def _id(value: Any) -> str:
+    return str(value) if type(value) is int else _compact(value, 40)
+
+
+class _Full(Exception):
+    pass
+
+
+def _compact(value: Any, limit: int) -> str:
+    """Compact one-line JSON of `value`, cut at about `limit` characters. Stops walking as soon
+    as the limit is reached: a 30 MB tool result costs as much as a small one."""
+    parts: list[str] = []
+    size = 0
+
+    def emit(text: str) -> None:
+        nonlocal size
+        parts.append(text)
+        size += len(text)
+        if size > limit:
+            raise _Full
+
+    def walk(item: Any) -> None:
+        if isinstance(item, dict):
+            emit("{")
+            for index, (key, member) in enumerate(item.items()):
+                emit(("," if index else "") + _scalar(str(key), limit) + ":")
+                walk(member)
+            emit("}")
+        elif isinstance(item, list):
+            emit("[")
+            for index, member in enumerate(item):
+                if index:
+                    emit(",")
+                walk(member)
+            emit("]")
+        else:
+            emit(_scalar(item, limit))
+
+    try:
+        walk(value)
+    except _Full:
+        pass
+    return "".join(parts)
+
+
+def _scalar(value: Any, limit: int) -> str:
+    if isinstance(value, str):
+        return encode_basestring(value[: limit + 1])  # JSON string: escapes control characters
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return repr(value)[: limit + 1]
