@@ -34,10 +34,10 @@ BATCH = 1000
 
 
 def _frames_for(seq: int, t: float) -> list[Frame]:
-    """One tool call as it goes over stdio: request, progress, a stderr line, result, and now
-    and then an error, a batch, a non-JSON line or a verbatim payload."""
+    """Eight frames of stdio traffic: a tool call with progress, a stderr line and its result,
+    a ping answered by an error, a non-canonical (verbatim) notification, a non-JSON line."""
     n = seq // 8
-    frames = [
+    return [
         Frame(seq, t, C2S, STDIO, Kind.MESSAGE, {
             "jsonrpc": "2.0", "id": n, "method": "tools/call",
             "params": {"name": "get_weather", "arguments": {"city": f"City {n}", "units": "metric"},
@@ -61,7 +61,6 @@ def _frames_for(seq: int, t: float) -> list[Frame]:
               data=b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": %d}}' % (n - 1)),
         Frame(seq + 7, t + 0.007, S2C, STDIO, Kind.RAW, data=b"Server ready on stdio (pid 4242)"),
     ]
-    return frames
 
 
 def make_frames(count: int) -> list[Frame]:
@@ -132,7 +131,8 @@ def main() -> None:
         size_mb = path.stat().st_size / 1e6
 
     print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB ({size_mb * 1e6 / args.frames:.0f} B/frame)")
-    print(f"{'phase':<12} {'seconds':>8} {'x floor':>8} {'frames/s':>11} {'µs/frame':>9} {'RSS before':>11} {'RSS peak':>9}")
+    columns = ("seconds", "x floor", "frames/s", "µs/frame", "RSS before", "RSS peak")
+    print(f"{'phase':<12}", *(f"{name:>{width}}" for name, width in zip(columns, (8, 8, 11, 9, 11, 9))))
     for phase, r in rows.items():
         rate = args.frames / r["seconds"]
         floor = rows[phase.split("/")[0] + "/floor"]["seconds"]

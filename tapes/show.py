@@ -33,7 +33,10 @@ _MAX_CHANNEL = 16
 _MAX_WHAT = 44
 _MIN_SUMMARY = 12
 
-_DIRECTION_STYLES = {Direction.CLIENT_TO_SERVER: Style(color="cyan"), Direction.SERVER_TO_CLIENT: Style(color="magenta")}
+_DIRECTION_STYLES = {
+    Direction.CLIENT_TO_SERVER: Style(color="cyan"),
+    Direction.SERVER_TO_CLIENT: Style(color="magenta"),
+}
 _TYPE_STYLES = {
     MessageType.REQUEST: Style(color="blue", bold=True),
     MessageType.NOTIFICATION: Style(color="yellow"),
@@ -182,10 +185,12 @@ def _describe(frame: Frame, limit: int) -> tuple[str, str, Style]:
         data = frame.data or b""
         what = f"raw {len(data)} B" if frame.kind is Kind.RAW else label
         summary, style = data[: limit * 4].decode("utf-8", "replace"), _KIND_STYLES[frame.kind]
-    else:  # HTTP heads, SSE events, stream ends, exits: whatever their info holds
-        info = {key: value for key, value in (frame.info or {}).items() if key != "partial"}
+    else:  # HTTP heads, SSE events, stream ends, exits: whatever their info (and data) hold
+        fields = {key: value for key, value in (frame.info or {}).items() if key != "partial"}
+        if frame.data is not None:  # e.g. the data of an SSE event that is not JSON-RPC, or empty
+            fields["data"] = frame.data[: limit * 4].decode("utf-8", "replace")
         what, style = label, _PLAIN
-        summary = " ".join(f"{key}={_compact(value, limit)}" for key, value in info.items())
+        summary = " ".join(f"{key}={_compact(value, limit)}" for key, value in fields.items())
     if frame.partial:
         what += " (partial)"
     return what, summary, style

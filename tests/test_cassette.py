@@ -36,7 +36,7 @@ HEADER = Header(
     redaction=("headers.authorization",),
     labels={"suite": "weather"},
 )
-POST = "POST#1"
+HTTP = "http:1"
 
 EVERY_KIND = [
     Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
@@ -59,10 +59,10 @@ EVERY_KIND = [
     ),
     Frame(4, 0.03, S2C, STDIO, Kind.RAW, data=b"\xff\xfe not JSON \x00"),
     Frame(5, 0.04, S2C, STDIO, Kind.STDERR, data="Warnung: Überlast ✓".encode()),
-    Frame(6, 0.05, C2S, POST, Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp", "headers": [["a", "b"]]}),
-    Frame(7, 0.06, S2C, POST, Kind.HTTP_RESPONSE, info={"status": 200, "headers": [["content-type", "text/event-stream"]]}),
-    Frame(8, 0.07, S2C, POST, Kind.SSE_EVENT, info={"id": "e1", "event": "message", "retry": 500, "data": ""}),
-    Frame(9, 0.08, S2C, POST, Kind.STREAM_END, info={"reason": "disconnect"}),
+    Frame(6, 0.05, C2S, HTTP, Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp", "headers": [["a", "b"]]}),
+    Frame(7, 0.06, S2C, HTTP, Kind.HTTP_RESPONSE, info={"status": 200, "headers": [["content-type", "text/plain"]]}),
+    Frame(8, 0.07, S2C, HTTP, Kind.SSE_EVENT, data=b"", info={"id": "e1", "event": None, "retry": 500}),
+    Frame(9, 0.08, S2C, HTTP, Kind.STREAM_END, info={"reason": "client_disconnect"}),
     Frame(10, 0.09, C2S, STDIO, Kind.RAW, data=b'{"jsonrpc":"2.0","id":3', info={"partial": True}),
     Frame(11, 0.1, C2S, STDIO, Kind.STREAM_END, info={"reason": "eof"}),
     Frame(12, 1.5, S2C, STDIO, Kind.EXIT, info={"code": None, "signal": 15}),
@@ -340,7 +340,7 @@ def _meta_request(seq: int, method: str, version: str) -> Frame:
 
 def test_protocol_version_from_the_initialize_result() -> None:
     frames = [
-        _message(1, C2S, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+        _message(1, C2S, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2099"}}),
         _message(2, S2C, {"jsonrpc": "2.0", "id": 7, "result": {"protocolVersion": "1999-01-01"}}),  # not initialize's
         _message(3, S2C, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18"}}),
     ]

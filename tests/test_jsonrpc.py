@@ -84,7 +84,14 @@ def test_decode_keeps_what_is_not_json_rpc(payload: bytes) -> None:
 
 @pytest.mark.parametrize(
     "message",
-    [REQUEST, NOTIFICATION, RESULT, ERROR, [REQUEST, NOTIFICATION], {"jsonrpc": "2.0", "method": "é", "params": [1e-07]}],
+    [
+        REQUEST,
+        NOTIFICATION,
+        RESULT,
+        ERROR,
+        [REQUEST, NOTIFICATION],
+        {"jsonrpc": "2.0", "method": "é", "params": [1e-07, "\u2028"]},
+    ],
 )
 def test_decode_canonical_payload_has_no_verbatim(message: object) -> None:
     decoded = decode(encode(message))

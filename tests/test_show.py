@@ -16,6 +16,7 @@ from tapes.show import print_timeline
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 WIDTH = 120
+CITY = {"city": "Oslo"}
 HEADER = Header(
     transport="stdio",
     server={"command": ["python", "weather server.py", "--units", "metric"]},
@@ -31,7 +32,7 @@ FRAMES = [
         C2S,
         STDIO,
         Kind.MESSAGE,
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_weather", "arguments": CITY}},
     ),
     Frame(
         4,
@@ -64,9 +65,9 @@ FRAMES = [
     ),
     Frame(8, 1.0, S2C, STDIO, Kind.RAW, data=b"Server ready\xff"),
     Frame(9, 1.1, S2C, STDIO, Kind.STDERR, data=b"INFO \x1b[31mred\x1b[0m listening"),
-    Frame(10, 1.2, C2S, "POST#1", Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp"}),
-    Frame(11, 1.3, S2C, "POST#1", Kind.HTTP_RESPONSE, info={"status": 202}),
-    Frame(12, 1.4, S2C, "GET#1", Kind.SSE_EVENT, info={"id": "ev-9", "event": "message", "data": ""}),
+    Frame(10, 1.2, C2S, "http:1", Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp"}),
+    Frame(11, 1.3, S2C, "http:1", Kind.HTTP_RESPONSE, info={"status": 202}),
+    Frame(12, 1.4, S2C, "http:2", Kind.SSE_EVENT, data=b"", info={"id": "ev-9", "event": None, "retry": 500}),
     Frame(13, 1.5, C2S, STDIO, Kind.RAW, data=b'{"jsonrpc":"2.0"', info={"partial": True}),
     Frame(14, 1.6, C2S, STDIO, Kind.STREAM_END, info={"reason": "eof"}),
     Frame(15, 12.25, S2C, STDIO, Kind.EXIT, info={"code": 0, "signal": None}),
@@ -124,9 +125,9 @@ def test_one_row_per_frame_within_the_width(lines: list[str]) -> None:
         (7, ["batch [3]", "request ping #5, request tools/list #6, notification"]),
         (8, ["raw 13 B", "Server ready\ufffd"]),
         (9, ["stderr", "INFO \\x1b[31mred\\x1b[0m listening"]),
-        (10, ["POST#1", "http request", 'method="POST" path="/mcp"']),
+        (10, ["http:1", "http request", 'method="POST" path="/mcp"']),
         (11, ["http response", "status=202"]),
-        (12, ["GET#1", "sse event", 'id="ev-9" event="message" data=""']),
+        (12, ["http:2", "sse event", 'id="ev-9" event=null retry=500 data=""']),  # a priming event
         (13, ["raw 16 B (partial)", '{"jsonrpc":"2.0"']),
         (14, ["stream end", 'reason="eof"']),
         (15, ["+12.250s", "exit", "code=0 signal=null"]),
@@ -149,7 +150,7 @@ def test_big_payload_is_cut_to_one_line() -> None:
 
 def test_message_carried_by_an_sse_event_is_described() -> None:
     message = {"jsonrpc": "2.0", "id": 3, "result": {}}
-    frames = [Frame(1, 0.0, S2C, "POST#2", Kind.SSE_EVENT, message, info={"id": "1"})]
+    frames = [Frame(1, 0.0, S2C, "http:3", Kind.SSE_EVENT, message, info={"id": "1"})]
     assert "sse event result #3" in _render(Cassette(HEADER, frames))[-1]
 
 
