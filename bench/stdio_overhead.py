@@ -1,0 +1,132 @@
+"""What `tapes record` costs a stdio session.
+
+N request/response round trips, sequential, to two servers: a minimal Python echo server (the
+worst case: the server costs nothing, so the extra process hop is all there is to see) and the
+real server-everything answering `ping`. Each server is driven directly, through a plain
+two-thread relay that records nothing (the cost of any pass-through process), and through
+`tapes record`, in the same run, rounds alternating so all see the same machine. Prints
+throughput ratios against direct and the added p50/p99 latency.
+
+    python bench/stdio_overhead.py [--round-trips 20000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EVERYTHING_JS = ROOT / "tests" / "peers" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+ECHO_SERVER = r"""
+import json, sys
+read, write, flush = sys.stdin.buffer.readline, sys.stdout.buffer.write, sys.stdout.buffer.flush
+for line in iter(read, b""):
+    request = json.loads(line)
+    if "id" not in request:
+        continue
+    write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}).encode() + b"\n")
+    flush()
+"""
+
+# What any pass-through process costs: two threads copying bytes, nothing recorded.
+RELAY = r"""
+import os, subprocess, sys, threading
+server = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+def pump(source, sink, done):
+    while chunk := os.read(source, 1 << 16):
+        os.write(sink, chunk)
+    done()
+threading.Thread(target=pump, args=(0, server.stdin.fileno(), server.stdin.close), daemon=True).start()
+pump(server.stdout.fileno(), 1, lambda: None)
+sys.exit(server.wait())
+"""
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+}
+
+
+def run(argv: list[str], round_trips: int) -> tuple[float, list[float]]:
+    """Seconds for all round trips, and each one's latency in microseconds."""
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    assert server.stdin is not None and server.stdout is not None
+    out, inp = server.stdin.fileno(), server.stdout
+
+    def round_trip(message: dict[str, object]) -> None:
+        os.write(out, json.dumps(message).encode() + b"\n")
+        while b'"id"' not in (line := inp.readline()):  # skip notifications
+            if not line:
+                raise RuntimeError(f"{argv[0]} closed its stdout")
+
+    round_trip(INITIALIZE)  # start-up stays outside the measurement
+    os.write(out, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    latencies = []
+    start = time.perf_counter()
+    for number in range(1, round_trips + 1):
+        sent = time.perf_counter()
+        round_trip({"jsonrpc": "2.0", "id": number, "method": "ping"})
+        latencies.append((time.perf_counter() - sent) * 1e6)
+    elapsed = time.perf_counter() - start
+    server.stdin.close()
+    server.wait(timeout=30)
+    return elapsed, latencies
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--round-trips", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        echo_py, relay_py = Path(scratch) / "echo.py", Path(scratch) / "relay.py"
+        echo_py.write_text(ECHO_SERVER)
+        relay_py.write_text(RELAY)
+        servers = {"python echo": [sys.executable, str(echo_py)]}
+        node = shutil.which("node")
+        if node and EVERYTHING_JS.exists():
+            servers["server-everything"] = [node, str(EVERYTHING_JS), "stdio"]
+        else:
+            print("server-everything not installed (npm install --prefix tests/peers): measuring the echo server only")
+        cassette = Path(scratch) / "bench.tape"
+        ways = {
+            "direct": [],
+            "plain relay": [sys.executable, str(relay_py)],
+            "tapes record": [sys.executable, "-m", "tapes", "record", "-o", str(cassette), "--"],
+        }
+        print(f"stdio overhead: {args.round_trips} sequential ping round trips, {args.rounds} rounds, median rate")
+        print(f"{'server':18} {'via':13} {'round trips/s':>13} {'ratio':>6} {'p50 µs':>8} {'p99 µs':>8}")
+        for server_name, server in servers.items():
+            results: dict[str, list[tuple[float, list[float]]]] = {way: [] for way in ways}
+            for _ in range(args.rounds):
+                for way, prefix in ways.items():
+                    results[way].append(run([*prefix, *server], args.round_trips))
+            direct_rate = statistics.median(args.round_trips / elapsed for elapsed, _ in results["direct"])
+            for way in ways:
+                rate = statistics.median(args.round_trips / elapsed for elapsed, _ in results[way])
+                latencies = [value for _, run_latencies in results[way] for value in run_latencies]
+                print(
+                    f"{server_name:18} {way:13} {rate:13.0f} {rate / direct_rate:6.2f} "
+                    f"{percentile(latencies, 0.5):8.1f} {percentile(latencies, 0.99):8.1f}"
+                )
+        print(f"last cassette: {cassette.stat().st_size / 1e6:.1f} MB" if cassette.exists() else "")
+
+
+if __name__ == "__main__":
+    main()
