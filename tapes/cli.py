@@ -31,13 +31,61 @@ def main() -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def record(output: str, command: tuple[str, ...]) -> None:
-    """Run the server COMMAND and record its stdio session: put `tapes record -o FILE --` in
-    front of the server command where the client expects it."""
-    from recorder.stdio import record_stdio
+@click.option("--upstream", metavar="URL", help="Record over HTTP: a reverse proxy to this server URL.")
+@click.option("--proxy", is_flag=True, help="Record over HTTP: a forward proxy (HTTP_PROXY/HTTPS_PROXY).")
+@click.option(
+    "--listen", metavar="HOST:PORT", default="127.0.0.1:8080", show_default=True, help="Where the HTTP recorder listens."
+)
+@click.option("--redact-header", "redact_headers", multiple=True, metavar="NAME", help="Also redact this header.")
+@click.option(
+    "--redact-path", "redact_paths", multiple=True, metavar="PATH", help="Redact this JSON path in messages (a.b.*.c)."
+)
+@click.option("--no-redact", is_flag=True, help="Keep every secret in the cassette (not recommended).")
+@click.option(
+    "--ca-dir", default="~/.mitmproxy", show_default=True, help="Where --proxy keeps (or creates) its TLS CA."
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def record(
+    output: str,
+    upstream: str | None,
+    proxy: bool,
+    listen: str,
+    redact_headers: tuple[str, ...],
+    redact_paths: tuple[str, ...],
+    no_redact: bool,
+    ca_dir: str,
+    command: tuple[str, ...],
+) -> None:
+    """Record a session into a cassette.
 
-    sys.exit(record_stdio(list(command), output))
+    \b
+    stdio:  tapes record -o FILE -- SERVER COMMAND...   (where the client expects the server command)
+    HTTP:   tapes record -o FILE --upstream URL [--listen HOST:PORT]   (point the client at the proxy)
+            tapes record -o FILE --proxy [--listen HOST:PORT]          (a forward proxy)
+    """
+    if sum((bool(command), upstream is not None, proxy)) != 1:
+        raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
+    if command:
+        from recorder.stdio import record_stdio
+
+        sys.exit(record_stdio(list(command), output))
+
+    from recorder.http import parse_listen, record_http
+    from tapes.redact import RedactionRuleError, RedactionRules
+
+    address = parse_listen(listen)
+    if no_redact:
+        if redact_headers or redact_paths:
+            raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
+        click.secho("tapes: WARNING: --no-redact: secrets (Authorization, cookies, API keys) will be written to "
+                    f"{output} as sent", err=True, fg="red", bold=True)
+        rules = RedactionRules.none()
+    else:
+        try:
+            rules = RedactionRules.default(redact_headers, redact_paths)
+        except RedactionRuleError as error:
+            raise UserError(str(error)) from None
+    sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir))
 
 
 @main.command()

@@ -1,0 +1,326 @@
+"""Recording HTTP sessions (Streamable HTTP and legacy HTTP+SSE) with mitmproxy as a library.
+
+`record_http` runs a mitmproxy master in this process, as a reverse proxy in front of one
+upstream URL or as a forward proxy (TLS intercepted with mitmproxy's CA), with `RecorderAddon`.
+
+The forward path stays mitmproxy's: the addon's hooks only note what passed — a timestamp, the
+exchange number and references to bytes mitmproxy already holds — on a queue. SSE responses are
+streamed (mitmproxy would buffer them otherwise): each chunk is noted and handed straight back.
+A writer thread drains the queue in batches, frames them (`recorder.http_framing`), and appends
+them to the cassette, flushed per batch, so a killed recorder leaves a readable cassette.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from mitmproxy import ctx, http, options
+from mitmproxy.addons import default_addons
+from mitmproxy.master import Master
+from mitmproxy.net import encoding
+
+from recorder.http_framing import CLIENT_DISCONNECT, CLOSED, UPSTREAM_ERROR, Fields, HttpFramer
+from tapes.cassette import CassetteWriter, Header, load, save
+from tapes.errors import UserError
+from tapes.redact import RedactionRules, Redactor
+from tapes.sse import EndpointRewriter, is_event_stream
+
+EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
+CA_FILE = "mitmproxy-ca-cert.pem"
+DEFAULT_CONFDIR = "~/.mitmproxy"
+_CLIENT_DISCONNECTED = "Client disconnected."  # mitmproxy's flow.error message for it
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a reverse proxy forwards to, from the user's URL (e.g. https://host/mcp)."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    path: str  # the path and query the client should use through the proxy
+
+    @property
+    def origin(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, url: str) -> Upstream:
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as error:
+            raise UserError(f"the upstream URL {url!r} is not valid ({error})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UserError(f"the upstream URL {url!r} is not an http:// or https:// URL with a host")
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return cls(url, parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT (PORT 0 picks a free port)."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
+    return host.strip("[]"), int(port)
+
+
+# --- the forward path: a mitmproxy addon ---------------------------------------------------------
+
+
+class RecorderAddon:
+    """Notes each exchange on `capture` as tuples (see `_CassetteSink.handle`) and streams SSE.
+
+    `rewrite` is (upstream origin, proxy origin) in reverse mode, for legacy endpoint events."""
+
+    def __init__(self, capture: Callable[[tuple[Any, ...]], None], start: float) -> None:
+        self._capture = capture
+        self._start = start
+        self._numbers = itertools.count(1)
+        self.rewrite: tuple[str, str] | None = None
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.request.method != "CONNECT":  # a forward proxy's tunnel is not an exchange
+            flow.metadata[EXCHANGE] = next(self._numbers)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if (exchange := flow.metadata.get(EXCHANGE)) is None:
+            return
+        request = flow.request
+        self._capture(("request", time.monotonic() - self._start, exchange, request.method, request.path,
+                       request.headers.fields, request.raw_content))
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        exchange = flow.metadata.get(EXCHANGE)
+        response = flow.response
+        if exchange is None or response is None or not is_event_stream(response.headers.get("content-type")):
+            return
+        capture, start = self._capture, self._start
+        capture(("response", time.monotonic() - start, exchange, response.status_code, response.headers.fields, None))
+        rewriter = self._endpoint_rewriter(flow)
+
+        def stream(chunk: bytes) -> bytes:
+            if chunk:
+                capture(("chunk", time.monotonic() - start, exchange, chunk))
+            return rewriter.feed(chunk) if rewriter else chunk
+
+        response.stream = stream
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        if (exchange := flow.metadata.get(EXCHANGE)) is None or flow.response is None:
+            return
+        response = flow.response
+        t = time.monotonic() - self._start
+        if not response.stream:
+            self._capture(("response", t, exchange, response.status_code, response.headers.fields, response.raw_content))
+        self._capture(("end", t, exchange, CLOSED, None))
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        if (exchange := flow.metadata.get(EXCHANGE)) is None or flow.error is None:
+            return
+        message = flow.error.msg
+        reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
+        self._capture(("end", time.monotonic() - self._start, exchange, reason, message))
+
+    def _endpoint_rewriter(self, flow: http.HTTPFlow) -> EndpointRewriter | None:
+        # Only a legacy GET /sse stream starts with an endpoint event; Streamable HTTP GETs carry a session.
+        if self.rewrite is None or flow.request.method != "GET" or "mcp-session-id" in flow.request.headers:
+            return None
+        return EndpointRewriter(*self.rewrite)
+
+
+# --- off the forward path: the cassette writer thread --------------------------------------------
+
+_STOP = ("stop",)
+
+
+class _CassetteSink:
+    """A thread that frames captured exchanges and appends them to the cassette, a batch at a time."""
+
+    def __init__(self, output: str, header: Header, redactor: Redactor) -> None:
+        self._output = output
+        self._writer = CassetteWriter(output, header)  # raises CassetteError (a UserError) if unwritable
+        self._framer = HttpFramer(redactor)
+        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.capture = self._queue.put
+        self._thread = threading.Thread(target=self._run, name="cassette-writer", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Write what is queued, then put the session index (protocol version, sessions) in the header."""
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._writer.close()
+        cassette = load(self._output)
+        labels = dict(cassette.header.labels)
+        if cassette.protocol_version:
+            labels["protocol_version"] = cassette.protocol_version
+        if self._framer.sessions:
+            labels["sessions"] = " ".join(self._framer.sessions)
+        if labels != cassette.header.labels:
+            cassette.header = replace(cassette.header, labels=labels)
+            partial = f"{self._output}.tmp"
+            save(cassette, partial)
+            os.replace(partial, self._output)
+
+    def _run(self) -> None:
+        get, get_nowait = self._queue.get, self._queue.get_nowait
+        stopping = False
+        while not stopping:
+            batch = [get()]
+            try:
+                while len(batch) < 4096:
+                    batch.append(get_nowait())
+            except queue.Empty:
+                pass
+            frames = []
+            for item in batch:
+                if item is _STOP:
+                    stopping = True
+                else:
+                    frames += self.handle(*item)
+            try:
+                self._writer.write(frames)
+            except OSError as error:  # e.g. the disk filled up: say it once, keep proxying
+                print(f"tapes: error: the cassette writer stopped: {error}", file=sys.stderr)
+                return
+
+    def handle(self, what: str, t: float, exchange: int, *rest: Any) -> list[Any]:
+        framer = self._framer
+        if what == "chunk":
+            return framer.chunk(t, exchange, rest[0])
+        if what == "request":
+            method, path, fields, body = rest
+            headers = _fields(fields)
+            return framer.request(t, exchange, method, path, headers, _decoded_body(body or b"", headers))
+        if what == "response":
+            status, fields, body = rest
+            headers = _fields(fields)
+            return framer.response(t, exchange, status, headers, None if body is None else _decoded_body(body, headers))
+        reason, detail = rest
+        return framer.end(t, exchange, reason, detail)
+
+
+def _fields(fields: tuple[tuple[bytes, bytes], ...]) -> Fields:
+    # Latin-1 maps every byte: nothing is lost, and the result is always valid JSON text.
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in fields]
+
+
+def _decoded_body(body: bytes, headers: Fields) -> bytes:
+    """The body without its Content-Encoding (gzip, br, ...); as sent if that cannot be undone."""
+    coding = next((value for name, value in headers if name.lower() == "content-encoding"), None)
+    if not body or not coding or coding.lower() == "identity":
+        return body
+    try:
+        decoded = encoding.decode(body, coding)
+    except ValueError:
+        return body
+    return decoded if isinstance(decoded, bytes) else body
+
+
+# --- running it ----------------------------------------------------------------------------------
+
+
+def record_http(
+    output: str,
+    *,
+    upstream: str | None,
+    listen: tuple[str, int],
+    rules: RedactionRules,
+    confdir: str = DEFAULT_CONFDIR,
+    banner: TextIO = sys.stderr,
+) -> int:
+    """Record through a reverse proxy to `upstream`, or a forward proxy when `upstream` is None,
+    until SIGINT or SIGTERM; returns the exit code."""
+    target = Upstream.parse(upstream) if upstream is not None else None
+    header = Header(
+        transport="http",
+        server={"url": target.url} if target else {"proxy": True},
+        redaction=rules.names(),
+    )
+    sink = _CassetteSink(output, header, Redactor(rules))
+    try:
+        return asyncio.run(_serve(sink, target, listen, confdir, banner))
+    finally:
+        sink.close()
+
+
+async def _serve(
+    sink: _CassetteSink, target: Upstream | None, listen: tuple[str, int], confdir: str, banner: TextIO
+) -> int:
+    host, port = listen
+    opts = options.Options(
+        listen_host=host,
+        listen_port=port,
+        mode=[f"reverse:{target.origin}" if target else "regular"],
+        confdir=confdir,
+    )
+    master = Master(opts)
+    addon = RecorderAddon(sink.capture, time.monotonic())
+    master.addons.add(*default_addons())
+    master.addons.add(addon, _Startup(master, addon, target, confdir, banner))
+    # Connect upstream per request, not when the client connects: an upstream that is down
+    # then fails that request with a 502 (recorded), not the client's connection.
+    opts.update(connection_strategy="lazy")
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, master.shutdown)
+    try:
+        await master.run()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    startup = master.addons.get("_startup")
+    if startup.failure:
+        raise UserError(startup.failure)
+    return 0
+
+
+class _Startup:
+    """Once mitmproxy's servers are up: print the banner, or stop if the listener failed."""
+
+    name = "_startup"
+
+    def __init__(self, master: Master, addon: RecorderAddon, target: Upstream | None, confdir: str, banner: TextIO):
+        self._master = master
+        self._addon = addon
+        self._target = target
+        self._confdir = confdir
+        self._banner = banner
+        self.failure: str | None = None
+
+    def running(self) -> None:
+        proxyserver = ctx.master.addons.get("proxyserver")
+        addresses = proxyserver.listen_addrs()
+        if not addresses:
+            errors = [str(server.last_exception) for server in proxyserver.servers if server.last_exception]
+            self.failure = f"cannot listen on {ctx.options.listen_host}:{ctx.options.listen_port} ({'; '.join(errors) or 'unknown error'})"
+            self._master.shutdown()
+            return
+        host, port = addresses[0][:2]
+        proxy_origin = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        if self._target is None:
+            ca = os.path.join(os.path.expanduser(self._confdir), CA_FILE)
+            print(
+                f"tapes: recording forward proxy at {proxy_origin} (set HTTP_PROXY/HTTPS_PROXY to it); "
+                f"HTTPS is intercepted with the CA {ca}: trust it in the client "
+                f"(e.g. SSL_CERT_FILE, REQUESTS_CA_BUNDLE or NODE_EXTRA_CA_CERTS={ca})",
+                file=self._banner,
+                flush=True,
+            )
+        else:
+            self._addon.rewrite = (self._target.origin, proxy_origin)
+            print(f"tapes: recording {proxy_origin}{self._target.path} -> {self._target.url}", file=self._banner, flush=True)
