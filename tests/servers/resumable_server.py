@@ -1,0 +1,104 @@
+"""An MCP server written with the official Python SDK, served over Streamable HTTP with an event
+store, so its SSE streams carry event ids, priming events and `retry`, and can be resumed.
+
+    python tests/servers/resumable_server.py [--port N]   (0 or absent: a free port)
+
+It binds 127.0.0.1 and prints one line on stderr once it accepts connections:
+`resumable server listening on http://127.0.0.1:PORT/mcp`.
+
+- `ticks(n, interval)`  n progress notifications, `interval` seconds apart, then "ticked n"
+- `poll(n)`             one progress notification, then the server closes the POST stream (the
+                        2025-11-25 polling pattern: the client comes back with Last-Event-ID),
+                        then n - 1 more, then "polled n"
+- `echo(text)`          answers text at once
+
+Event ids are "<stream>/<counter>": readable in a cassette, and the counter makes them unique.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import socket
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.types import JSONRPCMessage
+
+RETRY_MS = 100
+
+server = MCPServer(name="resumable", version="1.0.0", log_level="WARNING")
+
+
+@server.tool(description="Report n progress steps, interval seconds apart.")
+async def ticks(n: int, interval: float, ctx: Context) -> str:
+    for step in range(1, n + 1):
+        await asyncio.sleep(interval)
+        await ctx.report_progress(step, n)
+    return f"ticked {n}"
+
+
+@server.tool(description="Report progress, close the stream, and finish after the client polls back.")
+async def poll(n: int, ctx: Context) -> str:
+    await ctx.report_progress(1, n)
+    await ctx.close_sse_stream()
+    for step in range(2, n + 1):
+        await asyncio.sleep(0.05)
+        await ctx.report_progress(step, n)
+    return f"polled {n}"
+
+
+@server.tool(description="Answer text at once.")
+def echo(text: str) -> str:
+    return text
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, in order; replay sends the events of the cursor's stream after it."""
+
+    def __init__(self) -> None:
+        self._events: list[tuple[EventId, StreamId, JSONRPCMessage | None]] = []
+        self._counter = itertools.count(1)
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = f"{stream_id}/{next(self._counter)}"
+        self._events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        position = next((i for i, (event_id, _, _) in enumerate(self._events) if event_id == last_event_id), None)
+        if position is None:
+            return None
+        stream_id = self._events[position][1]
+        for event_id, stream, message in self._events[position + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    port = parser.parse_args().port
+    app = server.streamable_http_app(event_store=MemoryEventStore(), retry_interval=RETRY_MS)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    async def serve() -> None:
+        task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
+        while not uvicorn_server.started and not task.done():
+            await asyncio.sleep(0.01)
+        print(f"resumable server listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+        await task
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
