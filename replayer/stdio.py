@@ -71,11 +71,11 @@ def replay_stdio(cassette: Cassette, *, strict: bool = True) -> int:
         if not chunk:
             rest = splitter.finish()
             if rest is not None:
-                server.perform(engine.receive(rest))
+                server.perform(engine.receive(rest).actions)
             server.perform(engine.end())
             break
         for line in splitter.feed(chunk):
-            server.perform(engine.receive(line))
+            server.perform(engine.receive(line).actions)
             if server.exit_status is not None:
                 break
     report = engine.report

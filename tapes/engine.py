@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tapes.frames import Frame, Kind
+from tapes.frames import STDIO, Frame, Kind
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
 from tapes.matching import Matcher
 
@@ -40,10 +40,29 @@ class Action:
     payload: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Reception:
+    """What a live client message or HTTP request led to: the actions to carry out, and the
+    recorded channel it was matched to (an HTTP adapter answers on that exchange's framing);
+    None when nothing matched."""
+
+    actions: list[Action]
+    channel: str | None
+
+
+def header(info: dict[str, Any], name: str) -> str | None:
+    """A header's value from an HTTP head's info (names compare case-insensitively)."""
+    for key, value in info.get("headers") or ():
+        if key.lower() == name:
+            return value
+    return None
+
+
 @dataclass
 class Interaction:
     request: dict[str, Any]  # the recorded request
     frame_seq: int
+    channel: str
     client_items: list[ItemKey] = field(default_factory=list)
     live_id: Any = None
     live_token: Any = None
@@ -98,132 +117,149 @@ class _ServerItem:
     waiting: int = 0
 
 
+class _Indexer:
+    """Reads a recording once, front to back, and works out each server frame's dependencies.
+    Holds only what that walk needs; the engine keeps the lookup tables it builds."""
+
+    def __init__(self, engine: ReplayEngine) -> None:
+        self.engine = engine
+        self.open_by_id: dict[Any, Interaction] = {}  # recorded client request id -> awaiting its response
+        self.by_token: dict[Any, Interaction] = {}
+        self.by_server_request: dict[Any, Interaction | None] = {}
+        self.pending: list[Interaction] = []  # open interactions, oldest first
+        self.last_client_item: ItemKey | None = None
+        # HTTP: what the client sent on each exchange (its body's items, or a GET's request head)
+        self.channel_items: dict[str, list[ItemKey]] = defaultdict(list)
+        self.channel_interactions: dict[str, list[Interaction]] = defaultdict(list)
+
+    def walk(self, frames: Sequence[Frame]) -> None:
+        for frame in frames:
+            if frame.from_client:
+                keys = self.client_frame(frame)
+                if keys:
+                    self.last_client_item = keys[-1]
+                    if frame.channel != STDIO:
+                        self.channel_items[frame.channel] += keys
+            else:
+                self.server_frame(frame)
+
+    def client_frame(self, frame: Frame) -> list[ItemKey]:
+        engine = self.engine
+        key = (frame.seq, 0)
+        if frame.kind is Kind.HTTP_REQUEST:
+            info = frame.info or {}
+            if info.get("method") == "POST":
+                return []  # a POST is matched by its body
+            engine._opens[(info.get("method"), header(info, "last-event-id"))].append(key)
+        elif frame.kind is Kind.RAW:
+            engine._raw[frame.payload].append(key)
+        elif frame.kind is Kind.STREAM_END:
+            engine._end.append(key)
+        elif frame.kind is Kind.MESSAGE:
+            return [self.client_item(frame, index, item) for index, item in enumerate(items(frame.message))]
+        else:
+            return []
+        engine._item_channels[key] = frame.channel
+        return [key]
+
+    def client_item(self, frame: Frame, index: int, item: dict[str, Any]) -> ItemKey:
+        engine = self.engine
+        key = (frame.seq, index)
+        engine._item_channels[key] = frame.channel
+        kind = classify(item)
+        if kind is MessageType.REQUEST:
+            interaction = Interaction(item, frame.seq, frame.channel, [key])
+            engine._interactions.append(interaction)
+            engine._requests[engine._matcher.key(item["method"], item.get("params"))].append(interaction)
+            self.open_by_id[item["id"]] = interaction
+            if interaction.recorded_token is not None:
+                self.by_token[interaction.recorded_token] = interaction
+            self.pending.append(interaction)
+            if frame.channel != STDIO:
+                self.channel_interactions[frame.channel].append(interaction)
+        elif kind in (MessageType.RESULT, MessageType.ERROR):
+            owner = self.by_server_request.get(item["id"])
+            if owner is not None:
+                owner.client_items.append(key)
+            engine._answers[item["id"]].append(key)
+        elif item["method"] == "notifications/cancelled" and (
+            target := self.open_by_id.get((item.get("params") or {}).get("requestId"))
+        ):
+            target.client_items.append(key)
+            engine._cancels[id(target)].append(key)
+        else:
+            engine._notifications[engine._matcher.key(item["method"], item.get("params"))].append(key)
+        return key
+
+    def server_frame(self, frame: Frame) -> None:
+        if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
+            owners = [self.owner(frame, item) for item in items(frame.message)]
+            for item, owner in zip(items(frame.message), owners, strict=True):
+                if owner is not None and classify(item) in (MessageType.RESULT, MessageType.ERROR):
+                    self.open_by_id.pop(item["id"], None)
+                    if owner in self.pending:
+                        self.pending.remove(owner)
+        else:
+            owners = [None]
+        deps: set[ItemKey] = set()
+        for owner in owners:
+            if owner is not None:
+                deps.update(owner.client_items)
+        exchange = self.channel_interactions.get(frame.channel, [])
+        if frame.channel != STDIO:
+            # On HTTP a frame goes out on its exchange: after what the client sent on it, and
+            # after all that was tied to the requests it carries (answers, cancels) before it.
+            deps.update(self.channel_items[frame.channel])
+            for interaction in exchange:
+                deps.update(interaction.client_items)
+        if None in owners and not exchange and self.last_client_item is not None:
+            deps.add(self.last_client_item)  # tied to no request: after the last thing the client said
+        self.engine._wait(_ServerItem(frame, owners), deps)
+
+    def owner(self, frame: Frame, item: dict[str, Any]) -> Interaction | None:
+        kind = classify(item)
+        if kind in (MessageType.RESULT, MessageType.ERROR):
+            return self.open_by_id.get(item["id"])
+        if kind is MessageType.REQUEST:
+            # On HTTP a server→client request travels on the stream of the request it serves. On
+            # stdio nothing says which; the newest pending request is the one the server is busy with.
+            on_channel = self.channel_interactions.get(frame.channel)
+            candidates = on_channel if on_channel else self.pending
+            owner = candidates[-1] if candidates else None
+            self.by_server_request[item["id"]] = owner
+            return owner
+        params = item.get("params") or {}
+        if item["method"] == "notifications/progress":
+            return self.by_token.get(params.get("progressToken"))
+        if item["method"] == "notifications/cancelled":
+            return self.by_server_request.get(params.get("requestId"))
+        return None
+
+
 class ReplayEngine:
     def __init__(self, frames: Sequence[Frame], matcher: Matcher | None = None) -> None:
         self._matcher = matcher or Matcher()
         self._requests: dict[tuple[str, str], deque[Interaction]] = defaultdict(deque)
         self._interactions: list[Interaction] = []
         self._notifications: dict[tuple[str, str], deque[ItemKey]] = defaultdict(deque)
-        self._cancels: dict[int, deque[ItemKey]] = {}  # id(interaction) -> its recorded cancels
+        self._cancels: dict[int, deque[ItemKey]] = defaultdict(deque)  # id(interaction) -> its recorded cancels
         self._answers: dict[Any, deque[ItemKey]] = defaultdict(deque)  # server request id -> client answers
         self._raw: dict[bytes, deque[ItemKey]] = defaultdict(deque)
+        self._opens: dict[tuple[Any, str | None], deque[ItemKey]] = defaultdict(deque)  # (method, Last-Event-ID)
         self._end: deque[ItemKey] = deque()
+        self._item_channels: dict[ItemKey, str] = {}
         self._dependents: dict[ItemKey, list[_ServerItem]] = defaultdict(list)
         self._by_live_id: dict[Any, Interaction] = {}
         self._ready: list[_ServerItem] = []
         self._report = Report()
-        self._index(frames)
+        _Indexer(self).walk(frames)
 
-    # --- reading the recording -------------------------------------------------------------
-
-    def _index(self, frames: Sequence[Frame]) -> None:
-        open_by_id: dict[Any, Interaction] = {}  # recorded client request id -> interaction awaiting response
-        by_token: dict[Any, Interaction] = {}
-        by_server_request: dict[Any, Interaction | None] = {}
-        pending: list[Interaction] = []  # open interactions, oldest first
-        last_client_item: ItemKey | None = None
-
-        for frame in frames:
-            if frame.from_client:
-                keys = self._index_client_frame(frame, open_by_id, by_token, by_server_request, pending)
-                if keys:
-                    last_client_item = keys[-1]
-                continue
-            if frame.kind is Kind.MESSAGE:
-                owners = [
-                    self._owner(item, open_by_id, by_token, by_server_request, pending) for item in items(frame.message)
-                ]
-                for item, owner in zip(items(frame.message), owners, strict=True):
-                    kind = classify(item)
-                    if kind in (MessageType.RESULT, MessageType.ERROR) and owner is not None:
-                        open_by_id.pop(item["id"], None)
-                        if owner in pending:
-                            pending.remove(owner)
-            else:
-                owners = [None]
-            deps: set[ItemKey] = set()
-            for owner in owners:
-                if owner is None:
-                    if last_client_item is not None:
-                        deps.add(last_client_item)
-                else:
-                    deps.update(owner.client_items)
-            server_item = _ServerItem(frame, owners, waiting=len(deps))
-            for key in deps:
-                self._dependents[key].append(server_item)
-            if not deps:
-                self._ready.append(server_item)
-
-    def _index_client_frame(
-        self,
-        frame: Frame,
-        open_by_id: dict[Any, Interaction],
-        by_token: dict[Any, Interaction],
-        by_server_request: dict[Any, Interaction | None],
-        pending: list[Interaction],
-    ) -> list[ItemKey]:
-        if frame.kind is Kind.RAW:
-            key = (frame.seq, 0)
-            self._raw[frame.payload].append(key)
-            return [key]
-        if frame.kind is Kind.STREAM_END:
-            key = (frame.seq, 0)
-            self._end.append(key)
-            return [key]
-        if frame.kind is not Kind.MESSAGE:
-            return []
-        keys = []
-        for index, item in enumerate(items(frame.message)):
-            key = (frame.seq, index)
-            keys.append(key)
-            kind = classify(item)
-            if kind is MessageType.REQUEST:
-                interaction = Interaction(item, frame.seq, [key])
-                self._interactions.append(interaction)
-                self._requests[self._matcher.key(item["method"], item.get("params"))].append(interaction)
-                open_by_id[item["id"]] = interaction
-                if interaction.recorded_token is not None:
-                    by_token[interaction.recorded_token] = interaction
-                pending.append(interaction)
-            elif kind in (MessageType.RESULT, MessageType.ERROR):
-                owner = by_server_request.get(item["id"])
-                if owner is not None:
-                    owner.client_items.append(key)
-                self._answers[item["id"]].append(key)
-            elif item["method"] == "notifications/cancelled":
-                target = open_by_id.get((item.get("params") or {}).get("requestId"))
-                if target is not None:
-                    target.client_items.append(key)
-                    self._cancels.setdefault(id(target), deque()).append(key)
-                else:
-                    self._notifications[self._matcher.key(item["method"], item.get("params"))].append(key)
-            else:
-                self._notifications[self._matcher.key(item["method"], item.get("params"))].append(key)
-        return keys
-
-    @staticmethod
-    def _owner(
-        item: dict[str, Any],
-        open_by_id: dict[Any, Interaction],
-        by_token: dict[Any, Interaction],
-        by_server_request: dict[Any, Interaction | None],
-        pending: list[Interaction],
-    ) -> Interaction | None:
-        kind = classify(item)
-        if kind in (MessageType.RESULT, MessageType.ERROR):
-            return open_by_id.get(item["id"])
-        if kind is MessageType.REQUEST:
-            # On stdio nothing on the wire says which request a server→client request serves;
-            # the newest pending request is the one the server is working on when there is one.
-            owner = pending[-1] if pending else None
-            by_server_request[item["id"]] = owner
-            return owner
-        params = item.get("params") or {}
-        if item["method"] == "notifications/progress":
-            return by_token.get(params.get("progressToken"))
-        if item["method"] == "notifications/cancelled":
-            return by_server_request.get(params.get("requestId"))
-        return None
+    def _wait(self, server_item: _ServerItem, deps: set[ItemKey]) -> None:
+        server_item.waiting = len(deps)
+        for key in deps:
+            self._dependents[key].append(server_item)
+        if not deps:
+            self._ready.append(server_item)
 
     # --- driving ---------------------------------------------------------------------------
 
@@ -231,15 +267,33 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes) -> list[Action]:
+    def receive(self, payload: bytes) -> Reception:
         """One message (or batch) from the live client, as wire bytes."""
         decoded = decode(payload)
         if decoded.message is None:
             return self._receive_raw(payload)
         replies: list[Action] = []
+        channel = None
         for item in items(decoded.message):
-            replies += self._receive_item(item)
-        return replies + self._release()
+            matched, reply = self._receive_item(item)
+            replies += reply
+            if matched is not None and channel is None:
+                channel = self._item_channels[matched]
+        return Reception(replies + self._release(), channel)
+
+    def open(self, method: str, last_event_id: str | None = None) -> Reception:
+        """An HTTP request without a body (a GET stream, a DELETE): it plays the first unplayed
+        recorded exchange with that method and that Last-Event-ID, if there is one."""
+        recorded = self._opens.get((method, last_event_id))
+        if not recorded:
+            return Reception([], None)
+        key = recorded.popleft()
+        self._consume(key)
+        return Reception(self._release(), self._item_channels[key])
+
+    def note_unmatched(self, summary: str, reason: str) -> None:
+        """A miss an adapter found (e.g. an HTTP request no recorded exchange answers)."""
+        self._miss(summary, reason)
 
     def end(self) -> list[Action]:
         """The live client closed its side (stdin EOF, or the end of an HTTP session)."""
@@ -252,59 +306,54 @@ class ReplayEngine:
         self._report.unused = [i.describe() for i in self._interactions if not i.matched]
         return self._report
 
-    def _receive_raw(self, payload: bytes) -> list[Action]:
+    def _receive_raw(self, payload: bytes) -> Reception:
         recorded = self._raw.get(payload)
         if recorded:
-            self._consume(recorded.popleft())
-            return self._release()
+            key = recorded.popleft()
+            self._consume(key)
+            return Reception(self._release(), self._item_channels[key])
         self._miss(f"{len(payload)} bytes that are not JSON-RPC", "the recording has no such bytes from the client")
         if _is_json(payload):
-            return [_error_reply(None, INVALID_REQUEST, "Invalid Request")]
-        return [_error_reply(None, PARSE_ERROR, "Parse error")]
+            return Reception([_error_reply(None, INVALID_REQUEST, "Invalid Request")], None)
+        return Reception([_error_reply(None, PARSE_ERROR, "Parse error")], None)
 
-    def _receive_item(self, item: dict[str, Any]) -> list[Action]:
+    def _receive_item(self, item: dict[str, Any]) -> tuple[ItemKey | None, list[Action]]:
+        """The recorded client item this live one matched (None if none), and any reply."""
         kind = classify(item)
         if kind is MessageType.REQUEST:
             return self._receive_request(item)
         if kind in (MessageType.RESULT, MessageType.ERROR):
-            answers = self._answers.get(item["id"])
-            if answers:
-                self._consume(answers.popleft())
-            else:
-                self._miss(f"response id {item['id']!r}", "no recorded server request has that id")
-            return []
-        if item["method"] == "notifications/cancelled":
-            return self._receive_cancel(item)
-        recorded = self._notifications.get(self._matcher.key(item["method"], item.get("params")))
-        if recorded:
-            self._consume(recorded.popleft())
+            recorded = self._answers.get(item["id"])
+            miss = (f"response id {item['id']!r}", "no recorded server request has that id")
+        elif item["method"] == "notifications/cancelled":
+            live_id = (item.get("params") or {}).get("requestId")
+            interaction = self._by_live_id.get(live_id)
+            recorded = self._cancels.get(id(interaction)) if interaction is not None else None
+            miss = (f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
         else:
-            self._miss(item["method"], "the recording has no such notification from the client at this point")
-        return []
+            recorded = self._notifications.get(self._matcher.key(item["method"], item.get("params")))
+            miss = (item["method"], "the recording has no such notification from the client at this point")
+        if not recorded:
+            self._miss(*miss)
+            return None, []
+        key = recorded.popleft()
+        self._consume(key)
+        return key, []
 
-    def _receive_request(self, request: dict[str, Any]) -> list[Action]:
+    def _receive_request(self, request: dict[str, Any]) -> tuple[ItemKey | None, list[Action]]:
         candidates = self._requests.get(self._matcher.key(request["method"], request.get("params")))
         if not candidates:
             reason = self._nearest(request)
             self._miss(f"{request['method']} id {request['id']!r}", reason)
-            return [_error_reply(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
+            return None, [_error_reply(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
         interaction = candidates.popleft()
         interaction.matched = True
         interaction.live_id = request["id"]
         interaction.live_token = ((request.get("params") or {}).get("_meta") or {}).get("progressToken")
         self._by_live_id[request["id"]] = interaction
-        self._consume(interaction.client_items[0])
-        return []
-
-    def _receive_cancel(self, notification: dict[str, Any]) -> list[Action]:
-        live_id = (notification.get("params") or {}).get("requestId")
-        interaction = self._by_live_id.get(live_id)
-        cancels = self._cancels.get(id(interaction)) if interaction is not None else None
-        if cancels:
-            self._consume(cancels.popleft())
-        else:
-            self._miss(f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
-        return []
+        key = interaction.client_items[0]
+        self._consume(key)
+        return key, []
 
     def _nearest(self, request: dict[str, Any]) -> str:
         """One sentence naming the closest unplayed recorded request and what differed."""
@@ -345,7 +394,7 @@ class ReplayEngine:
     def _restamp(self, server_item: _ServerItem) -> Action | None:
         """The frame with the live ids in place of the recorded ones; None if nothing is left to send."""
         frame = server_item.frame
-        if frame.kind is not Kind.MESSAGE:
+        if frame.message is None:
             return Action(frame, frame.payload)
         changed = False
         out = []

@@ -73,7 +73,7 @@ class Frame:
         """The bytes this frame carried (without stdio's line terminator)."""
         if self.data is not None:
             return self.data
-        if self.kind is Kind.MESSAGE:
+        if self.message is not None:  # a MESSAGE frame, or an SSE event carrying one
             return encode(self.message)
         return b""
 

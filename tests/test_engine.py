@@ -53,7 +53,7 @@ def progress(token: Any, value: int) -> dict[str, Any]:
 
 
 def send(engine: ReplayEngine, message: Any) -> list[Any]:
-    return [json.loads(action.payload) for action in engine.receive(json.dumps(message).encode())]
+    return [json.loads(action.payload) for action in engine.receive(json.dumps(message).encode()).actions]
 
 
 def test_response_gets_the_live_id_and_key_order_does_not_matter() -> None:
@@ -168,8 +168,8 @@ def test_unmatched_request_names_the_nearest_candidate_and_the_differing_path() 
 def test_garbage_from_the_client_gets_a_parse_error_unless_it_was_recorded() -> None:
     frames = recording(("c", b"not json"), ("s", b"also not json"))
     engine = ReplayEngine(frames)
-    assert [a.payload for a in engine.receive(b"not json")] == [b"also not json"]
-    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken")]
+    assert [a.payload for a in engine.receive(b"not json").actions] == [b"also not json"]
+    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken").actions]
     assert error["error"]["code"] == PARSE_ERROR and error["id"] is None
 
 
