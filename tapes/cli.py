@@ -93,12 +93,49 @@ def record(
 @click.option(
     "--allow-unmatched", is_flag=True, help="Exit 0 even when a client message matched nothing in the cassette."
 )
-def replay(cassette: str, allow_unmatched: bool) -> None:
-    """Be the recorded server on stdin/stdout."""
-    from replayer.stdio import replay_stdio
+@click.option("--http", "over_http", is_flag=True, help="Be the recorded server over HTTP instead of stdio.")
+@click.option("--listen", metavar="HOST:PORT", help="Where --http listens (default 127.0.0.1:8080).")
+@click.option("--allow-origin", "allowed_hosts", multiple=True, metavar="HOST", help="Also accept this Origin host.")
+@click.option("--drop-after", multiple=True, metavar="CHANNEL:N", help="Cut the connection after event N (http:9:2).")
+@click.option("--delay", multiple=True, metavar="CHANNEL:N:SECONDS", help="Wait before sending event N.")
+@click.option("--malformed", multiple=True, metavar="CHANNEL:N", help="Send a malformed event after event N.")
+@click.option("--session-404", "missing_sessions", multiple=True, metavar="ID", help="Answer 404 to this session.")
+def replay(
+    cassette: str,
+    allow_unmatched: bool,
+    over_http: bool,
+    listen: str | None,
+    allowed_hosts: tuple[str, ...],
+    drop_after: tuple[str, ...],
+    delay: tuple[str, ...],
+    malformed: tuple[str, ...],
+    missing_sessions: tuple[str, ...],
+) -> None:
+    """Be the recorded server: on stdin/stdout, or over HTTP with --http (Ctrl-C ends it).
+
+    \b
+    stdio:  tapes replay FILE                                (where the client expects the server command)
+    HTTP:   tapes replay FILE --http [--listen HOST:PORT]   (point the client at the printed URL)
+    Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
+    """
     from tapes.cassette import load
 
-    sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched))
+    http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
+                 "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
+    if not over_http:
+        if used := [flag for flag, value in http_only.items() if value]:
+            raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
+        from replayer.stdio import replay_stdio
+
+        sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched))
+
+    from replayer.http import ReplayOptions, parse_listen, replay_http
+    from tapes.streams import Faults
+
+    host, port = parse_listen(listen or "127.0.0.1:8080")
+    faults = Faults.from_options(drop_after, delay, malformed, missing_sessions)
+    options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts)
+    sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
 
 
 @main.command()

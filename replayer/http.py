@@ -1,0 +1,479 @@
+"""Be the recorded server over HTTP: Streamable HTTP (POST / GET / DELETE on one endpoint) and the
+legacy HTTP+SSE transport, as a starlette app served by uvicorn.
+
+A thin adapter. Each recorded session (`tapes.sessions`) gets its own replay engine; a live
+request is routed to a session, handed to its engine, and answered on the recorded exchange the
+engine matched it to, with that exchange's framing (status, headers that matter, a JSON body or an
+SSE stream with the recorded event ids). What the engine releases is filed per recorded channel
+(`tapes.streams`), because frames are often released before the live request of their exchange
+arrives (the standalone GET stream) or after its connection is gone (a resumable stream). Header
+rules and the legacy endpoint rewrite live in `tapes.http_rules`.
+
+    with replay_server("session.tape") as server:   # in-process, on a free port of 127.0.0.1
+        client = Client(server.url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from tapes.cassette import Cassette, load
+from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, ReplayEngine
+from tapes.errors import UserError
+from tapes.frames import Kind
+from tapes.http_rules import (
+    KNOWN_VERSIONS,
+    LOCAL_HOSTS,
+    STATELESS_VERSION,
+    endpoint_for_replay,
+    header,
+    header_mismatch,
+    mismatch_reply,
+    origin_allowed,
+    param_headers,
+    recorded_versions,
+    replayed_headers,
+    version_problem,
+)
+from tapes.jsonrpc import MessageType, classify, decode, encode
+from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
+from tapes.streams import MALFORMED_EVENT, Cursor, FaultPlan, Faults, StreamBook, sse_bytes
+
+MAX_BODY = 4 * 1024 * 1024
+"""Largest request body accepted (413 beyond), in bytes."""
+
+
+class _Drop(Exception):
+    """Cut the live connection here, mid-body, as a recorded upstream failure or a fault does."""
+
+
+class _QuietDrops(logging.Filter):
+    """uvicorn logs every exception that ends a started response; a drop is intended, not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, _Drop) and not (
+            isinstance(error, BaseExceptionGroup) and error.subgroup(_Drop) is not None
+        )
+
+
+class _Session:
+    """One recorded session being replayed: its engine, and the stream logs of its exchanges."""
+
+    def __init__(self, recorded: RecordedSession) -> None:
+        self.recorded_id = recorded.session_id
+        self.engine = ReplayEngine(recorded.frames)
+        self.book = StreamBook()
+        self.claimed = False  # a live client has opened it
+        self.deleted = False
+        heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
+        self.opening_method = heads[0].get("method") if heads else None
+        self.http_methods = {head.get("method") for head in heads}
+        self.rpc_methods = {
+            frame.message.get("method")
+            for frame in recorded.frames
+            if frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, dict)
+        }
+        self._changed = asyncio.Event()
+        self.closing = False
+        self.perform(self.engine.start())
+
+    def perform(self, actions: list[Action]) -> list[Action]:
+        """File released frames under their channels and wake the connections reading them;
+        returns the replies the engine made up, which answer the live request itself."""
+        self.book.add(actions)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+        return [action for action in actions if action.frame is None]
+
+    async def changed(self) -> None:
+        await self._changed.wait()
+
+    def close(self) -> None:
+        self.closing = True
+        self.perform([])
+
+
+@dataclass
+class ReplayOptions:
+    faults: Faults = field(default_factory=Faults)
+    allowed_hosts: Sequence[str] = ()  # Origin hosts allowed besides the local ones
+    max_body: int = MAX_BODY
+
+
+class HttpReplayer:
+    """The replay state of one cassette and the starlette app that serves it."""
+
+    def __init__(self, cassette: Cassette, options: ReplayOptions | None = None) -> None:
+        self.options = options or ReplayOptions()
+        self._cassette = cassette
+        self._faults = FaultPlan(self.options.faults)
+        self._sessions = [_Session(recorded) for recorded in split_sessions(cassette.frames)]
+        self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
+        self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
+        requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
+        if not requests:
+            raise UserError("the cassette has no HTTP requests: replay it without --http")
+        self.paths = list(dict.fromkeys(info.get("path", "/").split("?", 1)[0] for info in requests))
+        self._versions = KNOWN_VERSIONS | recorded_versions(cassette.frames)
+        self._mirrored = param_headers(cassette.frames)
+        self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE"])])
+
+    @property
+    def endpoint(self) -> str:
+        """The path a client starts from: the recorded Streamable HTTP endpoint or legacy SSE path."""
+        return self.paths[0]
+
+    def report_lines(self) -> list[str]:
+        """The replay summary, one block per recorded session (named when there are several)."""
+        lines = []
+        for session in self._sessions:
+            engine_lines = session.engine.report.lines()
+            if len(self._sessions) > 1:
+                engine_lines = [f"session {session.recorded_id or '(none)'}: {line}" for line in engine_lines]
+            lines += engine_lines
+        return lines
+
+    @property
+    def clean(self) -> bool:
+        return all(session.engine.report.clean for session in self._sessions)
+
+    def close(self) -> None:
+        """End every open stream (the server is shutting down)."""
+        for session in self._sessions:
+            session.close()
+
+    # --- requests --------------------------------------------------------------------------
+
+    async def _handle(self, request: Request) -> Response:
+        if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
+            return _error(403, "Forbidden: Origin not allowed")
+        if request.url.path not in self.paths:
+            return _error(404, f"Not Found: the recording has no endpoint {request.url.path}")
+        if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
+            return _error(400, problem)
+        if request.method == "POST":
+            return await self._post(request)
+        session = self._session_for(request, None)
+        if isinstance(session, Response):
+            return session
+        if request.method == "GET":
+            return await self._get(request, session)
+        return await self._delete(request, session)
+
+    async def _post(self, request: Request) -> Response:
+        body = await _body(request, self.options.max_body)
+        if isinstance(body, Response):
+            return body
+        message = decode(body).message
+        session = self._session_for(request, message)
+        if isinstance(session, Response):
+            return session
+        if request.headers.get("mcp-protocol-version") == STATELESS_VERSION:
+            if problem := header_mismatch(list(request.headers.items()), message, self._mirrored):
+                return Response(mismatch_reply(message, problem), 400, media_type="application/json")
+        reception = session.engine.receive(body)
+        made_up = session.perform(reception.actions)
+        if reception.channel is None:
+            return _made_up(made_up)
+        return await self._exchange(request, session, Cursor(reception.channel))
+
+    async def _get(self, request: Request, session: _Session) -> Response:
+        last_event_id = request.headers.get("last-event-id")
+        reception = session.engine.open("GET", last_event_id)
+        session.perform(reception.actions)
+        if reception.channel is not None:
+            return await self._exchange(request, session, Cursor(reception.channel))
+        if last_event_id is not None:
+            # A resumption the recording does not have (the live client lost a stream the
+            # recorded one did not): continue that stream after the event, from what was released.
+            cursor = session.book.resume(last_event_id)
+            if cursor is not None:
+                return await self._exchange(request, session, cursor)
+            session.engine.note_unmatched(f"GET Last-Event-ID {last_event_id!r}", "no stream sent an event with that id")
+            return _error(400, f"Bad Request: Last-Event-ID {last_event_id!r} names no event of this session")
+        if "GET" not in session.http_methods:
+            return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session)
+        session.engine.note_unmatched("GET", "every recorded GET stream of the session was already opened")
+        return _error(409, "Conflict: the recording has no further GET stream for this session")
+
+    async def _delete(self, request: Request, session: _Session) -> Response:
+        reception = session.engine.open("DELETE")
+        session.perform(reception.actions)
+        if reception.channel is None:
+            return _error(405, "Method Not Allowed: the recorded server was not asked to end the session", allow=session)
+        response = await self._exchange(request, session, Cursor(reception.channel))
+        session.deleted = True
+        return response
+
+    def _session_for(self, request: Request, message: Any) -> _Session | Response:
+        """The recorded session a live request belongs to, or the error response that says why none."""
+        session_id = request.headers.get("mcp-session-id") or legacy_session_id(str(request.url))
+        if session_id is not None:
+            session = self._by_id.get(session_id)
+            if session is None or session.deleted or session_id in self._faults.missing_sessions:
+                return _error(404, "Not Found: session not found")
+            return session
+        # A new session is opened the way the recorded one was: initialize, or a legacy GET.
+        opening = classify(message) is MessageType.REQUEST and message["method"] == "initialize"
+        if opening or request.method == "GET":
+            for session in self._sessions:
+                if session.recorded_id and not session.claimed and session.opening_method == request.method:
+                    session.claimed = True
+                    return session
+        sessionless = self._sessionless
+        asked = message.get("method") if isinstance(message, dict) else request.method
+        if sessionless is not None and (not self._by_id or asked in sessionless.rpc_methods | sessionless.http_methods):
+            return sessionless
+        return _error(400, "Bad Request: Mcp-Session-Id header is required")
+
+    # --- answers ---------------------------------------------------------------------------
+
+    async def _exchange(self, request: Request, session: _Session, cursor: Cursor) -> Response:
+        """The answer on a recorded exchange: its head as recorded, then its body as released."""
+        log = session.book.log(cursor.channel)
+        while log.head is None and not log.ended and not session.closing:
+            await session.changed()
+        if log.head is None:
+            raise _Drop  # the recorded server never answered: cut the connection
+        info = log.head.frame.info or {}  # type: ignore[union-attr]
+        headers = replayed_headers(info.get("headers") or ())
+        if _is_event_stream(headers):
+            origin = f"{request.url.scheme}://{request.url.netloc}"
+            return _Stream(self._events(session, cursor, origin), info.get("status", 200), headers)
+        while not log.ended and not session.closing:
+            await session.changed()
+        body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)  # type: ignore[union-attr]
+        return Response(body, info.get("status", 200), headers=dict(headers))
+
+    async def _events(self, session: _Session, cursor: Cursor, origin: str) -> AsyncIterator[bytes]:
+        log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
+        while True:
+            while position >= len(log.body):
+                if session.closing:
+                    return
+                await session.changed()
+            delivery = log.body[position]
+            position += 1
+            frame = delivery.action.frame
+            assert frame is not None
+            if frame.kind is Kind.STREAM_END:
+                if (frame.info or {}).get("reason") == "upstream_error":
+                    raise _Drop
+                return
+            if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
+                yield delivery.action.payload
+                continue
+            if delay := self._faults.delay_before(channel, delivery.event):
+                await asyncio.sleep(delay)
+            yield self._event_bytes(delivery.action, origin)
+            if self._faults.malformed_after(channel, delivery.event):
+                yield MALFORMED_EVENT
+            if self._faults.drop_after(channel, delivery.event):
+                raise _Drop
+
+    def _event_bytes(self, action: Action, origin: str) -> bytes:
+        info = action.frame.info or {}  # type: ignore[union-attr]
+        if info.get("event") != "endpoint":
+            return sse_bytes(action)
+        data = endpoint_for_replay(action.payload.decode(), self._cassette.header.server.get("url"), origin)
+        return sse_bytes(Action(action.frame, data.encode()))
+
+
+class _Stream(Response):
+    """An SSE body written as it is released. The client going away ends it (so a reader waiting
+    for the next event does not outlive its connection); `_Drop` cuts the connection mid-body."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], status: int, headers: list[tuple[str, str]]) -> None:
+        self._chunks = chunks
+        self.status_code = status
+        self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tasks:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(watch_disconnect)
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for chunk in self._chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tasks.cancel_scope.cancel()
+
+
+def _is_event_stream(headers: list[tuple[str, str]]) -> bool:
+    content_type = header(headers, "content-type") or ""
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+async def _body(request: Request, limit: int) -> bytes | Response:
+    too_large = _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return too_large
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise _Drop from None
+    return b"".join(chunks)
+
+
+def _made_up(replies: list[Action]) -> Response:
+    """The answer to a POST that matched no recorded exchange: the engine's errors as JSON (400
+    for a body that is not JSON-RPC), or 202 when it was a notification or response."""
+    if not replies:
+        return Response(status_code=202)
+    messages = [decode(reply.payload).message for reply in replies]
+    bad_body = any(m["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) for m in messages)
+    body = encode(messages[0] if len(messages) == 1 else messages)
+    return Response(body, 400 if bad_body else 200, media_type="application/json")
+
+
+def _error(status: int, message: str, allow: _Session | None = None) -> Response:
+    """An HTTP error with a JSON-RPC error body without id, as the SDK servers send them."""
+    body = encode({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}})
+    headers = {}
+    if allow is not None:
+        headers["Allow"] = ", ".join(m for m in ("GET", "POST", "DELETE") if m in allow.http_methods | {"POST"})
+    return Response(body, status, headers=headers, media_type="application/json")
+
+
+# --- serving -------------------------------------------------------------------------------------
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, ending the replayer's open streams first when it shuts down (it would otherwise
+    wait for them: a GET stream never ends by itself)."""
+
+    def __init__(self, replayer: HttpReplayer, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.replayer = replayer
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.replayer.close()
+        await super().shutdown(sockets)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port} ({error.strerror})") from None
+    sock.listen(128)
+    return sock
+
+
+def _uvicorn(replayer: HttpReplayer) -> _Server:
+    logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+    config = uvicorn.Config(replayer.app, log_level="warning", lifespan="off", access_log=False)
+    return _Server(replayer, config)
+
+
+def _url(sock: socket.socket, path: str) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+
+class ReplayServer:
+    """An HTTP replayer running in this process, on a thread of its own (see `replay_server`)."""
+
+    def __init__(self, replayer: HttpReplayer, host: str, port: int) -> None:
+        self.replayer = replayer
+        self._socket = _listening_socket(host, port)
+        self.url = _url(self._socket, replayer.endpoint)  # the recorded endpoint on this server
+        self._server = _uvicorn(replayer)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+
+    def start(self) -> ReplayServer:
+        # The socket already listens: connections made before uvicorn runs wait in its backlog.
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
+
+    @property
+    def report_lines(self) -> list[str]:
+        return self.replayer.report_lines()
+
+    @property
+    def clean(self) -> bool:
+        return self.replayer.clean
+
+
+@contextlib.contextmanager
+def replay_server(
+    cassette: Cassette | str | os.PathLike[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    options: ReplayOptions | None = None,
+) -> Iterator[ReplayServer]:
+    """Serve `cassette` over HTTP in this process while the block runs; `server.url` is the
+    recorded endpoint (e.g. http://127.0.0.1:PORT/mcp), `server.report_lines` the summary."""
+    loaded = cassette if isinstance(cassette, Cassette) else load(cassette)
+    server = ReplayServer(HttpReplayer(loaded, options), host, port).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOptions, strict: bool = True) -> int:
+    """Serve `cassette` until SIGINT/SIGTERM, then print the summary on stderr (like the stdio
+    replayer). Returns 1 when something did not match and `strict`, else 0."""
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    for warning in cassette.warnings:
+        console.print(f"[yellow]tapes replay: {warning}[/]")
+    replayer = HttpReplayer(cassette, options)
+    sock = _listening_socket(host, port)
+    console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True)
+    sys.stderr.flush()
+    _uvicorn(replayer).run(sockets=[sock])
+    style = "green" if replayer.clean else "red"
+    for number, line in enumerate(replayer.report_lines()):
+        console.print(f"[{style if number == 0 else 'yellow'}]tapes replay: {line}[/]", soft_wrap=True)
+    return 1 if strict and not replayer.clean else 0
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT for --listen (PORT 0 picks a free port)."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
+    return host.strip("[]"), int(port)

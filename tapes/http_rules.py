@@ -1,0 +1,175 @@
+"""The HTTP rules the replayer enforces or rewrites, sans-IO: Origin validation, the
+`MCP-Protocol-Version` check, the 2026-07-28 standard request headers (`Mcp-Method`, `Mcp-Name`,
+`Mcp-Param-*`) checked against the body, which recorded response headers are replayed, and the
+legacy (2024-11-05) `endpoint` event pointed at the replayer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from tapes.frames import Frame, Kind
+from tapes.jsonrpc import MessageType, classify, encode, items
+
+HeaderFields = Sequence[tuple[str, str]] | Sequence[list[str]]
+
+KNOWN_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"})
+STATELESS_VERSION = "2026-07-28"  # from this revision on, requests carry the standard headers
+HEADER_MISMATCH = -32001
+
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+# Not replayed: the connection's own framing and the recorded moment, which the replayer sets anew.
+_NOT_REPLAYED = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "date", "content-encoding", "server"}
+)
+_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_BASE64 = ("=?base64?", "?=")
+
+
+def header(fields: HeaderFields, name: str) -> str | None:
+    lowered = name.lower()
+    return next((value for key, value in fields if key.lower() == lowered), None)
+
+
+def origin_allowed(origin: str | None, allowed_hosts: Iterable[str]) -> bool:
+    """The spec's DNS-rebinding defence: a request with an Origin must come from a page served by
+    an allowed host (any port); no Origin (not a browser) is fine."""
+    if origin is None:
+        return True
+    try:
+        parts = urlsplit(origin)
+        host = parts.hostname
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not host:
+        return False
+    hosts = {h.strip("[]").lower() for h in allowed_hosts}
+    return host.lower() in hosts
+
+
+def version_problem(version: str | None, accepted: Iterable[str] = KNOWN_VERSIONS) -> str | None:
+    """Why an `MCP-Protocol-Version` header is refused (400), or None when it is absent or known."""
+    if version is None or version in accepted:
+        return None
+    return f"Bad Request: unsupported MCP-Protocol-Version {version!r}"
+
+
+def recorded_versions(frames: Iterable[Frame]) -> set[str]:
+    """The protocol versions the recorded client sent in headers (accepted besides the known ones)."""
+    found = set()
+    for frame in frames:
+        if frame.kind is Kind.HTTP_REQUEST and (version := header(frame.info["headers"], "mcp-protocol-version")):
+            found.add(version)
+    return found
+
+
+def param_headers(frames: Iterable[Frame]) -> dict[str, dict[str, str]]:
+    """Per tool, its `x-mcp-header` parameters as {header name in lower case: argument name}, from
+    the recorded tools/list results."""
+    tools: dict[str, dict[str, str]] = {}
+    for frame in frames:
+        if frame.from_client or frame.kind not in (Kind.MESSAGE, Kind.SSE_EVENT) or frame.message is None:
+            continue
+        for item in items(frame.message):
+            result = item.get("result") if isinstance(item, dict) else None
+            listed = result.get("tools") if isinstance(result, dict) else None
+            for tool in listed if isinstance(listed, list) else ():
+                properties = ((tool.get("inputSchema") or {}).get("properties") or {}) if isinstance(tool, dict) else {}
+                mirrored = {
+                    f"mcp-param-{spec['x-mcp-header'].lower()}": argument
+                    for argument, spec in properties.items()
+                    if isinstance(spec, dict) and isinstance(spec.get("x-mcp-header"), str)
+                }
+                if mirrored and isinstance(tool.get("name"), str):
+                    tools[tool["name"]] = mirrored
+    return tools
+
+
+def header_mismatch(fields: HeaderFields, message: Any, mirrored: dict[str, dict[str, str]]) -> str | None:
+    """2026-07-28: why the standard headers of a POST do not match its body (answer 400 with a
+    HeaderMismatch error), or None when they do. Only single requests and notifications carry them."""
+    if classify(message) not in (MessageType.REQUEST, MessageType.NOTIFICATION):
+        return None
+    method = message["method"]
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    sent = header(fields, "mcp-method")
+    if sent is None:
+        return "Header mismatch: the required Mcp-Method header is missing"
+    if sent != method:
+        return f"Header mismatch: Mcp-Method header value {sent!r} does not match body value {method!r}"
+    if method in _NAMED_BY:
+        expected = params.get(_NAMED_BY[method])
+        name = header(fields, "mcp-name")
+        if name is None:
+            return "Header mismatch: the required Mcp-Name header is missing"
+        if name != expected:
+            return f"Header mismatch: Mcp-Name header value {name!r} does not match body value {expected!r}"
+    if method == "tools/call":
+        return _param_mismatch(fields, params, mirrored.get(params.get("name"), {}))
+    return None
+
+
+def _param_mismatch(fields: HeaderFields, params: dict[str, Any], mirrored: dict[str, str]) -> str | None:
+    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    for name, argument in mirrored.items():
+        value = arguments.get(argument)
+        sent = header(fields, name)
+        if value is None:
+            if sent is not None:
+                return f"Header mismatch: {name} is sent but argument {argument!r} is absent"
+            continue
+        if sent is None:
+            return f"Header mismatch: the {name} header is missing for argument {argument!r}"
+        decoded = _decoded_param(sent)
+        if decoded is None:
+            return f"Header mismatch: the {name} header has invalid characters or base64"
+        if decoded != _param_text(value):
+            return f"Header mismatch: {name} header value {decoded!r} does not match body value {value!r}"
+    return None
+
+
+def _decoded_param(value: str) -> str | None:
+    if value.startswith(_BASE64[0]) and value.endswith(_BASE64[1]):
+        try:
+            return base64.b64decode(value[len(_BASE64[0]) : -len(_BASE64[1])], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    if any(not (" " <= ch <= "~" or ch == "\t") for ch in value):
+        return None
+    return value
+
+
+def _param_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def mismatch_reply(message: Any, problem: str) -> bytes:
+    """The JSON-RPC error body of a 400 for a header mismatch."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return encode({"jsonrpc": "2.0", "id": request_id, "error": {"code": HEADER_MISMATCH, "message": problem}})
+
+
+def replayed_headers(fields: HeaderFields) -> list[tuple[str, str]]:
+    """The recorded response headers that matter (content type, session id, cache control, Allow,
+    ...), without those of the recorded connection (length, chunking, date, keep-alive)."""
+    return [(key, value) for key, value in fields if key.lower() not in _NOT_REPLAYED]
+
+
+def endpoint_for_replay(data: str, upstream_url: str | None, replayer_origin: str) -> str:
+    """The data of a legacy `endpoint` event as the replayer sends it: a relative URL already leads
+    to the replayer; an absolute one on the recorded server's origin is moved to the replayer's."""
+    target = urlsplit(data)
+    if not target.scheme:
+        return data
+    upstream = urlsplit(upstream_url or "")
+    if (target.scheme, target.netloc) != (upstream.scheme, upstream.netloc):
+        return data
+    return replayer_origin + data[len(f"{target.scheme}://{target.netloc}") :]
+

@@ -1,0 +1,187 @@
+"""SSE stream bookkeeping for the HTTP replayer, sans-IO: what the engine released for each recorded
+HTTP exchange, where a `Last-Event-ID` resumes, and the faults to inject on the way.
+
+The replay engine releases frames by happens-before, often before the live request of their
+exchange has arrived (notifications recorded on the standalone GET stream) and sometimes after the
+live connection that carried them is gone (the client dropped it). So the released frames of every
+recorded channel are kept in a `ChannelLog`, and each live connection reads one log from a
+`Cursor`. A new connection starts at the beginning of its log; a `GET` with a `Last-Event-ID` that
+no recorded request carried resumes right after that event, in the log of the channel that sent
+it, which is how "events k+1.. of that stream, none twice, none of another stream" falls out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tapes.engine import Action
+from tapes.errors import UserError
+from tapes.frames import Kind
+from tapes.sse import SSEEvent, encode_event
+
+MALFORMED_EVENT = b'event: message\ndata: {"jsonrpc": "2.0", "method": \n\n'
+"""What a `malformed` fault sends: an event whose data is cut-off JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A released body frame of a channel; `event` is its 1-based number among the channel's SSE
+    events (None for other frames), the position faults are given in."""
+
+    action: Action
+    event: int | None
+
+
+@dataclass
+class ChannelLog:
+    """What the engine released for one recorded exchange: its response head, then its body in
+    release order; a STREAM_END, when released, is the last delivery."""
+
+    head: Action | None = None
+    body: list[Delivery] = field(default_factory=list)
+    events: int = 0
+    after_event: dict[str, int] = field(default_factory=dict)  # event id -> body position after it
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.body) and self.body[-1].action.frame.kind is Kind.STREAM_END  # type: ignore[union-attr]
+
+    def append(self, action: Action) -> None:
+        frame = action.frame
+        assert frame is not None
+        if frame.kind is Kind.HTTP_RESPONSE:
+            self.head = action
+            return
+        number = None
+        if frame.kind is Kind.SSE_EVENT:
+            self.events += 1
+            number = self.events
+        self.body.append(Delivery(action, number))
+        event_id = (frame.info or {}).get("id") if frame.kind is Kind.SSE_EVENT else None
+        if event_id is not None:
+            self.after_event[event_id] = len(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a live connection reads: a recorded channel and a position in its log's body."""
+
+    channel: str
+    position: int = 0
+
+
+class StreamBook:
+    """The logs of every recorded channel of one recorded session."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, ChannelLog] = {}
+        self._event_channel: dict[str, str] = {}  # event id -> the channel that sent it last
+
+    def add(self, actions: Iterable[Action]) -> None:
+        """File released actions under their recorded channel (made-up replies, with no frame,
+        answer the live request directly and are not filed)."""
+        for action in actions:
+            frame = action.frame
+            if frame is None:
+                continue
+            self.log(frame.channel).append(action)
+            if frame.kind is Kind.SSE_EVENT and (event_id := (frame.info or {}).get("id")) is not None:
+                self._event_channel[event_id] = frame.channel
+
+    def log(self, channel: str) -> ChannelLog:
+        log = self._logs.get(channel)
+        if log is None:
+            log = self._logs[channel] = ChannelLog()
+        return log
+
+    def resume(self, last_event_id: str) -> Cursor | None:
+        """Where a live `GET` with this `Last-Event-ID` continues: right after the event, on the
+        stream that sent it (an id a resumed stream re-sent belongs to that newer stream). None
+        when no released event has the id."""
+        channel = self._event_channel.get(last_event_id)
+        if channel is None:
+            return None
+        return Cursor(channel, self._logs[channel].after_event[last_event_id])
+
+
+def sse_bytes(action: Action) -> bytes:
+    """The wire form of a released SSE_EVENT action, with its recorded id, event name and retry."""
+    info = action.frame.info or {}  # type: ignore[union-attr]
+    data = action.payload.decode("utf-8", "replace")
+    return encode_event(SSEEvent(data, info.get("id"), info.get("event"), info.get("retry")))
+
+
+# --- fault injection ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Faults to inject, each at a position of a recorded stream: `channel` is its recorded
+    exchange ("http:9"), `event` the 1-based number of an SSE event on it. Stream faults fire
+    once, on the first live delivery that reaches the position, so the client's retry succeeds."""
+
+    drop_after: Mapping[str, int] = field(default_factory=dict)  # cut the connection after event N
+    delays: Mapping[tuple[str, int], float] = field(default_factory=dict)  # seconds before event N
+    malformed_after: frozenset[tuple[str, int]] = frozenset()  # a malformed event after event N
+    missing_sessions: frozenset[str] = frozenset()  # session ids answered 404
+
+    @classmethod
+    def from_options(
+        cls,
+        drop_after: Iterable[str] = (),
+        delays: Iterable[str] = (),
+        malformed_after: Iterable[str] = (),
+        missing_sessions: Iterable[str] = (),
+    ) -> Faults:
+        """From the CLI's spellings: `CHANNEL:N` for drops and malformed events, `CHANNEL:N:SECONDS`
+        for delays (e.g. `http:9:2`, `http:9:2:0.5`). Raises UserError naming a bad one."""
+        return cls(
+            drop_after=dict(_position(text, "--drop-after") for text in drop_after),
+            delays=dict(_delay(text) for text in delays),
+            malformed_after=frozenset(_position(text, "--malformed") for text in malformed_after),
+            missing_sessions=frozenset(missing_sessions),
+        )
+
+
+class FaultPlan:
+    """The faults still to fire; consulted by the adapter around each SSE event it writes."""
+
+    def __init__(self, faults: Faults) -> None:
+        self._drops = dict(faults.drop_after)
+        self._delays = dict(faults.delays)
+        self._malformed = set(faults.malformed_after)
+        self.missing_sessions = faults.missing_sessions
+
+    def delay_before(self, channel: str, event: int) -> float:
+        return self._delays.pop((channel, event), 0.0)
+
+    def malformed_after(self, channel: str, event: int) -> bool:
+        if (channel, event) in self._malformed:
+            self._malformed.discard((channel, event))
+            return True
+        return False
+
+    def drop_after(self, channel: str, event: int) -> bool:
+        if self._drops.get(channel) == event:
+            del self._drops[channel]
+            return True
+        return False
+
+
+def _position(text: str, flag: str) -> tuple[str, int]:
+    channel, _, number = text.rpartition(":")
+    if not channel.startswith("http:") or not channel[5:].isdigit() or not number.isdigit() or int(number) < 1:
+        raise UserError(f"{flag} {text!r} is not CHANNEL:N with N ≥ 1 (e.g. http:9:2, the 2nd event of exchange 9)")
+    return channel, int(number)
+
+
+def _delay(text: str) -> tuple[tuple[str, int], float]:
+    position, _, seconds = text.rpartition(":")
+    try:
+        delay = float(seconds)
+    except ValueError:
+        delay = -1.0
+    if delay < 0 or not position:
+        raise UserError(f"--delay {text!r} is not CHANNEL:N:SECONDS (e.g. http:9:2:0.5)")
+    return _position(position, "--delay"), delay
