@@ -289,6 +289,13 @@ async def _serve(
     return 0
 
 
+def _reason(error: Exception) -> str:
+    """Why a listener failed, in a few words (mitmproxy's own message suggests its CLI flags)."""
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno).lower()
+    return str(error).splitlines()[0]
+
+
 class _Startup:
     """Once mitmproxy's servers are up: print the banner, or stop if the listener failed."""
 
@@ -306,7 +313,7 @@ class _Startup:
         proxyserver = ctx.master.addons.get("proxyserver")
         addresses = proxyserver.listen_addrs()
         if not addresses:
-            errors = [str(server.last_exception) for server in proxyserver.servers if server.last_exception]
+            errors = [_reason(server.last_exception) for server in proxyserver.servers if server.last_exception]
             self.failure = f"cannot listen on {ctx.options.listen_host}:{ctx.options.listen_port} ({'; '.join(errors) or 'unknown error'})"
             self._master.shutdown()
             return

@@ -45,8 +45,10 @@ async def ticks(n: int, interval: float, ctx: Context) -> str:
 async def poll(n: int, ctx: Context) -> str:
     await ctx.report_progress(1, n)
     await ctx.close_sse_stream()
+    # Wait until the client is back: the SDK server drops events sent between its replay and the
+    # re-registration of the stream (its "replay->live-tail ordering window", mcp 2.3.0).
+    await asyncio.sleep(3 * RETRY_MS / 1000)
     for step in range(2, n + 1):
-        await asyncio.sleep(0.05)
         await ctx.report_progress(step, n)
     return f"polled {n}"
 
