@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -464,7 +465,14 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     sock = _listening_socket(host, port)
     console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True)
     sys.stderr.flush()
-    _uvicorn(replayer).run(sockets=[sock])
+    # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so
+    # the summary below is still printed.
+    previous = {signum: signal.signal(signum, lambda *_: None) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _uvicorn(replayer).run(sockets=[sock])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     style = "green" if replayer.clean else "red"
     for number, line in enumerate(replayer.report_lines()):
         console.print(f"[{style if number == 0 else 'yellow'}]tapes replay: {line}[/]", soft_wrap=True)
