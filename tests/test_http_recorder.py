@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import httpx
+import mcp.client.session
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
@@ -313,13 +314,20 @@ def test_everything_streamable_http(monkeypatch: pytest.MonkeyPatch, everything_
     assert methods["GET"][-1].info["reason"] == "closed" and response_head(methods["DELETE"])["status"] == 200
 
 
+def speak_2024_11_05(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the SDK client offer 2024-11-05 in `initialize` (it always offers its latest version)."""
+    monkeypatch.setattr(mcp.client.session, "LATEST_HANDSHAKE_VERSION", "2024-11-05")
+
+
 def test_everything_legacy_sse(monkeypatch: pytest.MonkeyPatch, everything_sse: str, record: Callable[..., Recorder]) -> None:
+    speak_2024_11_05(monkeypatch)
     direct = run_flow(monkeypatch, flows.everything_flow, lambda: sse_client(everything_sse))
     recorder = record(everything_sse)
     assert recorder.url.endswith("/sse")
     assert run_flow(monkeypatch, flows.everything_flow, lambda: sse_client(recorder.url)) == direct
     cassette = recorder.stop()
 
+    assert direct["session"]["protocol_version"] == cassette.protocol_version == "2024-11-05"
     check_channel_shape(cassette)
     stream = channels(cassette)["http:1"]
     assert request_head(stream)["method"] == "GET" and request_head(stream)["path"] == "/sse"
