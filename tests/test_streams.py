@@ -1,0 +1,66 @@
+"""Stream bookkeeping for the HTTP replayer: per-channel logs of released frames, where a
+Last-Event-ID resumes, SSE encoding of released events, and the fault plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tapes.engine import Action
+from tapes.errors import UserError
+from tapes.frames import Direction, Frame, Kind
+from tapes.streams import Cursor, FaultPlan, Faults, StreamBook, sse_bytes
+
+S = Direction.SERVER_TO_CLIENT
+
+
+def action(channel: str, kind: Kind, payload: bytes = b"", **info: Any) -> Action:
+    return Action(Frame(0, 0.0, S, channel, kind, None, payload, info or None), payload)
+
+
+def event(channel: str, event_id: str | None, data: bytes = b"{}") -> Action:
+    return action(channel, Kind.SSE_EVENT, data, id=event_id, event=None, retry=None)
+
+
+def test_released_frames_are_filed_per_channel_head_apart_and_end_last() -> None:
+    book = StreamBook()
+    book.add([action("http:2", Kind.HTTP_RESPONSE, status=200, headers=[]), event("http:2", "a"),
+              event("http:3", "x"), Action(None, b"made up"), event("http:2", None), action("http:2", Kind.STREAM_END, reason="closed")])
+    log = book.log("http:2")
+    assert log.head is not None and log.head.frame.info["status"] == 200
+    assert [d.event for d in log.body] == [1, 2, None] and log.ended
+    assert [d.event for d in book.log("http:3").body] == [1] and not book.log("http:3").ended
+    assert book.log("http:9").body == []  # a channel nothing was released for yet
+
+
+def test_resume_continues_after_the_event_on_the_stream_that_sent_it() -> None:
+    book = StreamBook()
+    book.add([event("http:2", "a"), event("http:2", "b"), event("http:4", "c"), event("http:2", "d")])
+    assert book.resume("b") == Cursor("http:2", 2)
+    assert book.resume("c") == Cursor("http:4", 1)
+    assert book.resume("unknown") is None
+    book.add([event("http:6", "b")])  # a resumed stream re-sent b: b now continues there
+    assert book.resume("b") == Cursor("http:6", 1)
+
+
+def test_events_are_encoded_with_their_recorded_fields() -> None:
+    priming = action("http:1", Kind.SSE_EVENT, b"", id="1/1", event=None, retry=100)
+    assert sse_bytes(priming) == b"id: 1/1\nretry: 100\ndata:\n\n"
+    named = action("http:1", Kind.SSE_EVENT, b'{"a":1}', id=None, event="message", retry=None)
+    assert sse_bytes(named) == b'event: message\ndata: {"a":1}\n\n'
+
+
+def test_faults_fire_once_at_their_position() -> None:
+    plan = FaultPlan(Faults.from_options(["http:3:2"], ["http:3:1:0.5"], ["http:4:1"], ["s1"]))
+    assert plan.delay_before("http:3", 1) == 0.5 and plan.delay_before("http:3", 1) == 0.0
+    assert not plan.drop_after("http:3", 1) and plan.drop_after("http:3", 2) and not plan.drop_after("http:3", 2)
+    assert plan.malformed_after("http:4", 1) and not plan.malformed_after("http:4", 1)
+    assert plan.missing_sessions == frozenset({"s1"})
+
+
+@pytest.mark.parametrize("drop, delay", [(["3:2"], []), (["http:3:0"], []), (["http:x:1"], []), ([], ["http:3:1"]),
+                                         ([], ["http:3:1:soon"]), ([], ["http:3:1:-1"])])
+def test_bad_fault_positions_are_user_errors(drop: list[str], delay: list[str]) -> None:
+    with pytest.raises(UserError, match="is not CHANNEL:N"):
+        Faults.from_options(drop, delay)
