@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from tapes.frames import STDIO, Frame, Kind
@@ -38,6 +39,23 @@ class Action:
 
     frame: Frame | None
     payload: bytes
+    gap: float = 0.0  # recorded seconds between what released this frame (or the frame before it) and it
+
+
+class Race(StrEnum):
+    """Who wins when the client cancels a request the server is answering."""
+
+    RECORDED = "recorded"  # as the recording has it
+    CANCEL_WINS = "cancel-wins"  # a live cancel suppresses the response, whenever it was recorded
+    RESPONSE_WINS = "response-wins"  # the response goes out without waiting for the cancel
+
+
+class Repeats(StrEnum):
+    """What a request that matches only already-played recorded requests gets."""
+
+    IN_ORDER = "in-order"  # identical requests are consumed in recorded order; one too many is a miss
+    ALLOW = "allow"  # the last played match is answered again
+    STRICT = "strict-order"  # requests must come in the recorded order
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +76,7 @@ def header(info: dict[str, Any], name: str) -> str | None:
     return None
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two recorded requests may be equal in every field
 class Interaction:
     request: dict[str, Any]  # the recorded request
     frame_seq: int
@@ -67,6 +85,9 @@ class Interaction:
     live_id: Any = None
     live_token: Any = None
     matched: bool = False
+    cancelled: bool = False  # by the live client, under Race.CANCEL_WINS
+    cancel_items: list[ItemKey] = field(default_factory=list)
+    server_items: list[_ServerItem] = field(default_factory=list)  # what the server sent for it
 
     @property
     def recorded_id(self) -> Any:
@@ -91,6 +112,7 @@ class Unmatched:
 @dataclass
 class Report:
     played: int = 0  # recorded server frames released
+    repeated: int = 0  # requests answered again under Repeats.ALLOW
     unmatched: list[Unmatched] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)  # recorded client requests never received
 
@@ -101,6 +123,8 @@ class Report:
     def lines(self) -> list[str]:
         """The end-of-replay summary: a count line, then one line per problem."""
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
+        if self.repeated:
+            counts += f", {self.repeated} repeated"
         return (
             [counts]
             + [f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched]
@@ -108,7 +132,7 @@ class Report:
         )
 
 
-@dataclass
+@dataclass(eq=False)
 class _ServerItem:
     """A recorded server frame waiting for its dependencies."""
 
@@ -124,6 +148,7 @@ class _Indexer:
     def __init__(self, engine: ReplayEngine) -> None:
         self.engine = engine
         self.open_by_id: dict[Any, Interaction] = {}  # recorded client request id -> awaiting its response
+        self.by_id: dict[Any, Interaction] = {}  # ... -> the latest request with it, answered or not (a cancel may race the answer)
         self.by_token: dict[Any, Interaction] = {}
         self.by_server_request: dict[Any, Interaction | None] = {}
         self.pending: list[Interaction] = []  # open interactions, oldest first
@@ -160,18 +185,21 @@ class _Indexer:
         else:
             return []
         engine._item_channels[key] = frame.channel
+        engine._item_times[key] = frame.t
         return [key]
 
     def client_item(self, frame: Frame, index: int, item: dict[str, Any]) -> ItemKey:
         engine = self.engine
         key = (frame.seq, index)
         engine._item_channels[key] = frame.channel
+        engine._item_times[key] = frame.t
         kind = classify(item)
         if kind is MessageType.REQUEST:
             interaction = Interaction(item, frame.seq, frame.channel, [key])
             engine._interactions.append(interaction)
             engine._requests[engine._matcher.key(item["method"], item.get("params"))].append(interaction)
             self.open_by_id[item["id"]] = interaction
+            self.by_id[item["id"]] = interaction
             if interaction.recorded_token is not None:
                 self.by_token[interaction.recorded_token] = interaction
             self.pending.append(interaction)
@@ -183,10 +211,11 @@ class _Indexer:
                 owner.client_items.append(key)
             engine._answers[item["id"]].append(key)
         elif item["method"] == "notifications/cancelled" and (
-            target := self.open_by_id.get((item.get("params") or {}).get("requestId"))
+            target := self.by_id.get((item.get("params") or {}).get("requestId"))
         ):
-            target.client_items.append(key)
-            engine._cancels[id(target)].append(key)
+            target.cancel_items.append(key)
+            if engine._race is not Race.RESPONSE_WINS:  # there the cancel holds nothing back
+                target.client_items.append(key)
         else:
             engine._notifications[engine._matcher.key(item["method"], item.get("params"))].append(key)
         return key
@@ -214,7 +243,10 @@ class _Indexer:
                 deps.update(interaction.client_items)
         if None in owners and not exchange and self.last_client_item is not None:
             deps.add(self.last_client_item)  # tied to no request: after the last thing the client said
-        self.engine._wait(_ServerItem(frame, owners), deps)
+        server_item = _ServerItem(frame, owners)
+        for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
+            interaction.server_items.append(server_item)
+        self.engine._wait(server_item, deps)
 
     def owner(self, frame: Frame, item: dict[str, Any]) -> Interaction | None:
         kind = classify(item)
@@ -237,12 +269,22 @@ class _Indexer:
 
 
 class ReplayEngine:
-    def __init__(self, frames: Sequence[Frame], matcher: Matcher | None = None) -> None:
+    def __init__(
+        self,
+        frames: Sequence[Frame],
+        matcher: Matcher | None = None,
+        *,
+        race: Race = Race.RECORDED,
+        repeats: Repeats = Repeats.IN_ORDER,
+    ) -> None:
         self._matcher = matcher or Matcher()
-        self._requests: dict[tuple[str, str], deque[Interaction]] = defaultdict(deque)
+        self._race = race
+        self._repeats = repeats
+        self._requests: dict[Hashable, list[Interaction]] = defaultdict(list)  # unplayed, recorded order
+        self._played: dict[Hashable, list[Interaction]] = defaultdict(list)
         self._interactions: list[Interaction] = []
-        self._notifications: dict[tuple[str, str], deque[ItemKey]] = defaultdict(deque)
-        self._cancels: dict[int, deque[ItemKey]] = defaultdict(deque)  # id(interaction) -> its recorded cancels
+        self._next_in_order = 0  # Repeats.STRICT: index of the next recorded request
+        self._notifications: dict[Hashable, deque[ItemKey]] = defaultdict(deque)
         self._answers: dict[Any, deque[ItemKey]] = defaultdict(deque)  # server request id -> client answers
         self._raw: dict[bytes, deque[ItemKey]] = defaultdict(deque)
         self._opens: dict[tuple[Any, str | None], deque[ItemKey]] = defaultdict(deque)  # (method, Last-Event-ID)
@@ -251,8 +293,24 @@ class ReplayEngine:
         self._dependents: dict[ItemKey, list[_ServerItem]] = defaultdict(list)
         self._by_live_id: dict[Any, Interaction] = {}
         self._ready: list[_ServerItem] = []
+        self._item_times: dict[ItemKey, float] = {}
+        self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
         _Indexer(self).walk(frames)
+        if race is Race.CANCEL_WINS:
+            self._hold_responses_for_cancels()
+
+    def _hold_responses_for_cancels(self) -> None:
+        """Under cancel-wins a response must not go out before a cancel that may come: each
+        response of a request the recording shows cancelled also waits for that cancel."""
+        for interaction in self._interactions:
+            if not interaction.cancel_items:
+                continue
+            cancel = interaction.cancel_items[0]
+            for server_item in interaction.server_items:
+                if _answers(server_item, interaction) and server_item not in self._dependents[cancel]:
+                    server_item.waiting += 1
+                    self._dependents[cancel].append(server_item)
 
     def _wait(self, server_item: _ServerItem, deps: set[ItemKey]) -> None:
         server_item.waiting = len(deps)
@@ -328,7 +386,11 @@ class ReplayEngine:
         elif item["method"] == "notifications/cancelled":
             live_id = (item.get("params") or {}).get("requestId")
             interaction = self._by_live_id.get(live_id)
-            recorded = self._cancels.get(id(interaction)) if interaction is not None else None
+            if interaction is not None and self._race is Race.CANCEL_WINS:
+                interaction.cancelled = True
+                if not interaction.cancel_items:  # unrecorded, but this policy always honours a cancel
+                    return None, self._release()
+            recorded = interaction.cancel_items if interaction is not None else None
             miss = (f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
         else:
             recorded = self._notifications.get(self._matcher.key(item["method"], item.get("params")))
@@ -336,28 +398,67 @@ class ReplayEngine:
         if not recorded:
             self._miss(*miss)
             return None, []
-        key = recorded.popleft()
+        key = recorded.pop(0) if isinstance(recorded, list) else recorded.popleft()
         self._consume(key)
         return key, []
 
     def _receive_request(self, request: dict[str, Any]) -> tuple[ItemKey | None, list[Action]]:
-        candidates = self._requests.get(self._matcher.key(request["method"], request.get("params")))
-        if not candidates:
+        key = self._matcher.key(request["method"], request.get("params"))
+        interaction = self._take(key, request)
+        if interaction is None:
+            previous = self._last_played(key, request) if self._repeats is Repeats.ALLOW else None
+            if previous is not None:
+                return previous.client_items[0], self._repeat(previous, request)
             reason = self._nearest(request)
             self._miss(f"{request['method']} id {request['id']!r}", reason)
             return None, [_error_reply(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
-        interaction = candidates.popleft()
         interaction.matched = True
+        self._played[key].append(interaction)
+        self._go_live(interaction, request)
+        self._consume(interaction.client_items[0])
+        return interaction.client_items[0], []
+
+    def _take(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
+        """The recorded request this live one plays, taken off the unplayed ones."""
+        unplayed = self._requests.get(key, [])
+        candidates = unplayed
+        if self._repeats is Repeats.STRICT:
+            expected = self._next_unplayed()
+            candidates = [expected] if expected is not None and expected in unplayed else []
+        for interaction in candidates:
+            if self._matcher.accepts(interaction.request, request):
+                unplayed.remove(interaction)
+                return interaction
+        return None
+
+    def _next_unplayed(self) -> Interaction | None:
+        while self._next_in_order < len(self._interactions) and self._interactions[self._next_in_order].matched:
+            self._next_in_order += 1
+        return self._interactions[self._next_in_order] if self._next_in_order < len(self._interactions) else None
+
+    def _last_played(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
+        for interaction in reversed(self._played.get(key, [])):
+            if self._matcher.accepts(interaction.request, request):
+                return interaction
+        return None
+
+    def _go_live(self, interaction: Interaction, request: dict[str, Any]) -> None:
         interaction.live_id = request["id"]
         interaction.live_token = ((request.get("params") or {}).get("_meta") or {}).get("progressToken")
         self._by_live_id[request["id"]] = interaction
-        key = interaction.client_items[0]
-        self._consume(key)
-        return key, []
+
+    def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
+        """Answer a repeated request as its last played match was answered, under the new ids."""
+        self._go_live(interaction, request)
+        self._report.repeated += 1
+        return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 
     def _nearest(self, request: dict[str, Any]) -> str:
         """One sentence naming the closest unplayed recorded request and what differed."""
         method = request["method"]
+        if self._repeats is Repeats.STRICT and (expected := self._next_unplayed()) is not None:
+            shown = "; ".join(d.describe() for d in self._matcher.differences(expected.request, request)[:3])
+            return f"requests must come in recorded order: the next recorded is {expected.describe()}, differing at {shown}"
         unplayed = [i for i in self._interactions if not i.matched]
         if not unplayed:
             return f"no recorded request matches {method}: every recorded request was already played"
@@ -375,6 +476,7 @@ class ReplayEngine:
     # --- releasing -------------------------------------------------------------------------
 
     def _consume(self, key: ItemKey) -> None:
+        self._trigger_time = self._item_times.get(key, self._trigger_time)
         for server_item in self._dependents.pop(key, ()):
             server_item.waiting -= 1
             if server_item.waiting == 0:
@@ -384,10 +486,13 @@ class ReplayEngine:
         ready, self._ready = self._ready, []
         ready.sort(key=lambda server_item: server_item.frame.seq)
         actions = []
+        previous = self._trigger_time
         for server_item in ready:
             action = self._restamp(server_item)
             if action is not None:
-                actions.append(action)
+                gap = max(0.0, server_item.frame.t - previous)
+                previous = max(previous, server_item.frame.t)
+                actions.append(Action(action.frame, action.payload, gap))
                 self._report.played += 1
         return actions
 
@@ -411,9 +516,21 @@ class ReplayEngine:
         return Action(frame, encode(message))
 
 
+def _answers(server_item: _ServerItem, interaction: Interaction) -> bool:
+    """Whether the frame carries the response to `interaction`'s request."""
+    if server_item.frame.message is None:
+        return False
+    return any(
+        owner is interaction and classify(item) in (MessageType.RESULT, MessageType.ERROR)
+        for item, owner in zip(items(server_item.frame.message), server_item.owners, strict=True)
+    )
+
+
 def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, Any] | None:
     if owner is None:
         return item
+    if owner.cancelled:
+        return None  # cancel-wins: nothing more for a cancelled request
     kind = classify(item)
     if kind in (MessageType.RESULT, MessageType.ERROR) and item["id"] == owner.recorded_id:
         return {**item, "id": owner.live_id} if item["id"] != owner.live_id else item

@@ -9,9 +9,11 @@ so replaying thousands of identical-looking requests stays linear.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from tapes.errors import UserError
 
 # JSON pointers (relative to params) ignored by default, per method; "*" applies to every method.
 VOLATILE_PATHS: dict[str, tuple[str, ...]] = {
@@ -103,7 +105,13 @@ def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
 
 
 class Matcher:
-    """The default matcher: method + params, minus the volatile paths and any extra ones given."""
+    """The default matcher: method + params, minus the volatile paths and any extra ones given.
+
+    A matcher files each request under a `key` (the engine looks candidates up by it, so
+    matching stays linear), then `accepts` decides among the candidates filed under the same key.
+    """
+
+    name = "default"
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
         self._ignore = {method: list(paths) for method, paths in VOLATILE_PATHS.items()}
@@ -117,9 +125,12 @@ class Matcher:
             params = None if stripped is _MISSING else stripped
         return params
 
-    def key(self, method: str, params: Any) -> tuple[str, str]:
+    def key(self, method: str, params: Any) -> Hashable:
         relevant = _canonical(self.relevant(method, params))
         return method, json.dumps(relevant, sort_keys=True, ensure_ascii=False)
+
+    def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
+        return True  # the key says it all
 
     def differences(self, recorded: dict[str, Any], live: dict[str, Any]) -> list[Difference]:
         found = [] if recorded["method"] == live["method"] else [Difference("/method", recorded["method"], live["method"])]
@@ -128,3 +139,67 @@ class Matcher:
             self.relevant(live["method"], live.get("params")),
             "/params",
         )
+
+
+class ExactMatcher(Matcher):
+    """Method + every param, `_meta` and `clientInfo` included."""
+
+    name = "exact"
+
+    def __init__(self, ignore: Iterable[str] = ()) -> None:
+        super().__init__(ignore)
+        self._ignore = {"*": list(ignore)}
+
+
+class MethodMatcher(Matcher):
+    """The method alone: any params match."""
+
+    name = "method"
+
+    def key(self, method: str, params: Any) -> Hashable:
+        return method
+
+
+class ParamsSubsetMatcher(MethodMatcher):
+    """Same method, and every recorded param present in the live request with the same value
+    (the live request may carry more)."""
+
+    name = "params-subset"
+
+    def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
+        # the only differences allowed are members the recording does not have
+        return all(found.recorded is _MISSING for found in self.differences(recorded, live))
+
+
+class CallableMatcher(MethodMatcher):
+    """Same method, and a user's predicate `accepts(recorded_request, live_request) -> bool`."""
+
+    def __init__(self, name: str, predicate: Callable[[dict[str, Any], dict[str, Any]], bool], ignore: Iterable[str] = ()) -> None:
+        super().__init__(ignore)
+        self.name = name
+        self._predicate = predicate
+
+    def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
+        return bool(self._predicate(recorded, live))
+
+
+_MATCHERS: dict[str, Callable[[Iterable[str]], Matcher]] = {
+    "default": Matcher,
+    "exact": ExactMatcher,
+    "method": MethodMatcher,
+    "params-subset": ParamsSubsetMatcher,
+}
+
+
+def register_matcher(name: str, predicate: Callable[[dict[str, Any], dict[str, Any]], bool]) -> None:
+    """Make `predicate(recorded_request, live_request) -> bool` selectable by `name` (requests
+    with the same method are offered to it, in recorded order)."""
+    _MATCHERS[name] = lambda ignore: CallableMatcher(name, predicate, ignore)
+
+
+def matcher_named(name: str, ignore: Iterable[str] = ()) -> Matcher:
+    try:
+        factory = _MATCHERS[name]
+    except KeyError:
+        raise UserError(f"there is no matcher named {name!r} (known: {', '.join(sorted(_MATCHERS))})") from None
+    return factory(ignore)

@@ -17,9 +17,9 @@ from tapes.frames import Kind
 TAPE_FILES = sorted(CASSETTES.rglob("*.tape"))
 
 
-def test_every_session_and_the_example_are_committed() -> None:
+def test_every_stdio_session_and_the_example_are_committed() -> None:
     names = {path.stem for path in TAPE_FILES}
-    assert names == {*STDIO_SESSIONS, "weather"}
+    assert {*STDIO_SESSIONS, "weather"} <= names
 
 
 @pytest.mark.parametrize("path", TAPE_FILES, ids=lambda p: p.stem)
