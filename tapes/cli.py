@@ -167,3 +167,57 @@ def import_jsonl(jsonl: str, output: str) -> None:
     from tapes.cassette import load, save
 
     save(load(jsonl), output)
+
+
+# --- analysis: diff, verify, lint -----------------------------------------------------------------
+
+_FORMATS = click.Choice(["text", "json", "markdown"])
+
+
+def _noise(noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> Any:
+    from tapes.normalize import NOISE_RULES, Noise
+
+    try:
+        return Noise(rules=noise_rules or tuple(NOISE_RULES), ignore=ignore)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
+def _noise_options(command: Any) -> Any:
+    command = click.option("--ignore", multiple=True, metavar="POINTER",
+                           help="Also ignore this JSON pointer in every interaction (* matches any member), "
+                                "e.g. /outcome/result/content/*/text.")(command)
+    return click.option("--noise", "noise_rules", multiple=True, metavar="RULE",
+                        help="Noise rules to apply (default: all of meta, uuids, timestamps).")(command)
+
+
+def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
+    import json
+
+    from rich.console import Console
+
+    from tapes.diff import markdown, print_report
+
+    if output_format == "json":
+        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False, default=str))
+    elif output_format == "markdown":
+        click.echo(markdown(report))
+    else:
+        print_report(report, Console(soft_wrap=True))
+    sys.exit(report.exit_code(fail_on))
+
+
+@main.command()
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+@click.option("--format", "output_format", type=_FORMATS, default="text", show_default=True)
+@click.option("--fail-on", type=click.Choice(["any", "breaking"]), default="any", show_default=True,
+              help="Exit 1 on any difference, or only on breaking ones.")
+@_noise_options
+def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+    """Compare two sessions by behaviour, also across protocol versions (exit 0 same, 1 different, 2 error)."""
+    from tapes.cassette import load
+    from tapes.diff import diff_cassettes
+
+    report = diff_cassettes(load(old), load(new), old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
+    _emit_diff(report, output_format, fail_on)
