@@ -4,11 +4,13 @@ adapters, so it is the one module of `tapes` allowed to import them."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from tapes import __version__
+from tapes.engine import Race, Repeats
 from tapes.errors import UserError
 
 
@@ -100,6 +102,12 @@ def record(
 @click.option("--delay", multiple=True, metavar="CHANNEL:N:SECONDS", help="Wait before sending event N.")
 @click.option("--malformed", multiple=True, metavar="CHANNEL:N", help="Send a malformed event after event N.")
 @click.option("--session-404", "missing_sessions", multiple=True, metavar="ID", help="Answer 404 to this session.")
+@click.option("--match", metavar="NAME", help="Matcher: default, exact, method, params-subset.")
+@click.option("--ignore", multiple=True, metavar="POINTER", help="Also ignore this JSON pointer in params (/a/b).")
+@click.option("--race", type=click.Choice([r.value for r in Race]), help="Who wins a cancellation race.")
+@click.option("--repeats", type=click.Choice([r.value for r in Repeats]), help="What repeated requests get.")
+@click.option("--timing", metavar="instant|recorded|FACTOR", help="Wait the recorded gaps (scaled by FACTOR).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary as JSON.")
 def replay(
     cassette: str,
     allow_unmatched: bool,
@@ -110,6 +118,12 @@ def replay(
     delay: tuple[str, ...],
     malformed: tuple[str, ...],
     missing_sessions: tuple[str, ...],
+    match: str | None,
+    ignore: tuple[str, ...],
+    race: str | None,
+    repeats: str | None,
+    timing: str | None,
+    report_path: Path | None,
 ) -> None:
     """Be the recorded server: on stdin/stdout, or over HTTP with --http (Ctrl-C ends it).
 
@@ -119,7 +133,15 @@ def replay(
     Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
     """
     from tapes.cassette import load
+    from tapes.config import load_config
+    from tapes.control import ReplayControl
 
+    # flags over [tool.tapes] over the defaults
+    settings = load_config().control_settings()
+    given = {"match": match, "race": race, "repeats": repeats, "timing": timing}
+    settings.update({name: value for name, value in given.items() if value is not None})
+    settings["ignore"] = (*settings["ignore"], *ignore)
+    control = ReplayControl.build(**settings)
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     if not over_http:
@@ -127,7 +149,7 @@ def replay(
             raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
         from replayer.stdio import replay_stdio
 
-        sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched))
+        sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path))
 
     from replayer.http import ReplayOptions, parse_listen, replay_http
     from tapes.streams import Faults

@@ -120,6 +120,14 @@ class Report:
     def clean(self) -> bool:
         return not self.unmatched
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "played": self.played,
+            "repeated": self.repeated,
+            "unmatched": [{"summary": miss.summary, "reason": miss.reason} for miss in self.unmatched],
+            "unused": self.unused,
+        }
+
     def lines(self) -> list[str]:
         """The end-of-replay summary: a count line, then one line per problem."""
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"

@@ -1,0 +1,55 @@
+"""`[tool.tapes]` in pyproject.toml: project defaults for the CLI and the pytest plugin."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from tapes.errors import UserError
+
+
+@dataclass(frozen=True)
+class Config:
+    cassette_dir: str = "cassettes"  # relative to the test file's folder (plugin)
+    record_mode: str | None = None  # None: `none` when CI is set, `once` otherwise
+    match: str = "default"
+    ignore: tuple[str, ...] = ()
+    race: str = "recorded"
+    repeats: str = "in-order"
+    timing: str = "instant"
+    before_record: str | None = None  # "module:function" applied to every frame before it is written
+    source: Path | None = field(default=None, compare=False)  # the pyproject.toml it came from
+
+    def control_settings(self) -> dict[str, Any]:
+        return {"match": self.match, "ignore": self.ignore, "race": self.race, "repeats": self.repeats,
+                "timing": self.timing}
+
+
+def load_config(start: Path | None = None) -> Config:
+    """The `[tool.tapes]` table of the nearest pyproject.toml at or above `start` (defaults if none)."""
+    folder = (start or Path.cwd()).resolve()
+    for candidate in [folder, *folder.parents]:
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file():
+            return _from_table(_read(pyproject).get("tool", {}).get("tapes", {}), pyproject)
+    return Config()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise UserError(f"{path}: cannot be read as TOML ({error})") from None
+
+
+def _from_table(table: dict[str, Any], source: Path) -> Config:
+    known = {f.name.replace("_", "-"): f.name for f in fields(Config) if f.name != "source"}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        name = known.get(key) or (key if key in known.values() else None)
+        if name is None:
+            raise UserError(f"{source}: [tool.tapes] has no setting {key!r} (known: {', '.join(sorted(known))})")
+        values[name] = tuple(value) if name == "ignore" else value
+    return Config(**values, source=source)

@@ -1,0 +1,67 @@
+"""How a replay is steered: the matcher, the race and repeats policies and the timing, as one
+value every replayer adapter takes, built from flags, `[tool.tapes]` or a pytest marker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tapes.engine import Race, ReplayEngine, Repeats
+from tapes.errors import UserError
+from tapes.frames import Frame
+from tapes.matching import Matcher, matcher_named
+
+
+@dataclass(frozen=True)
+class ReplayControl:
+    matcher: Matcher = field(default_factory=Matcher)
+    race: Race = Race.RECORDED
+    repeats: Repeats = Repeats.IN_ORDER
+    speed: float | None = None  # None: instant; 1.0: the recorded gaps; 2.0: twice as fast
+
+    def engine(self, frames: Sequence[Frame]) -> ReplayEngine:
+        return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats)
+
+    def delay(self, gap: float) -> float:
+        """Seconds to wait before carrying out an action with this recorded gap."""
+        return 0.0 if self.speed is None else gap / self.speed
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        match: str = "default",
+        ignore: Iterable[str] = (),
+        race: str = Race.RECORDED.value,
+        repeats: str = Repeats.IN_ORDER.value,
+        timing: str = "instant",
+    ) -> ReplayControl:
+        """From user-given names; a bad one is a UserError naming the choices."""
+        return cls(matcher_named(match, ignore), _choice(Race, race, "race"), _choice(Repeats, repeats, "repeats"),
+                   parse_timing(timing))
+
+
+Choice = TypeVar("Choice", Race, Repeats)
+
+
+def _choice(kind: type[Choice], value: str, what: str) -> Choice:
+    try:
+        return kind(value)
+    except ValueError:
+        raise UserError(f"{what} {value!r} is not one of {', '.join(member.value for member in kind)}") from None
+
+
+def parse_timing(text: str) -> float | None:
+    """`instant`, `recorded`, or a speed factor such as `2` (twice as fast as recorded)."""
+    if text == "instant":
+        return None
+    if text == "recorded":
+        return 1.0
+    try:
+        speed = float(text)
+    except ValueError:
+        speed = 0.0
+    if speed <= 0:
+        raise UserError(f"timing {text!r} is not instant, recorded or a positive speed factor")
+    return speed
