@@ -243,3 +243,45 @@ def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tupl
 
     report = diff_cassettes(load(old), load(new), old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
     _emit_diff(report, output_format, fail_on)
+
+
+@main.command()
+@click.argument("cassette", type=click.Path(dir_okay=False))
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--upstream", metavar="URL", help="Verify an HTTP server (not supported yet).")
+@click.option("--keep", type=click.Path(dir_okay=False), help="Keep the new recording in this file.")
+@click.option("--step-timeout", type=float, default=5.0, show_default=True,
+              help="Seconds to wait for what the next client message depends on.")
+@click.option("--format", "output_format", type=_FORMATS, default="text", show_default=True)
+@click.option("--fail-on", type=click.Choice(["any", "breaking"]), default="any", show_default=True)
+@_noise_options
+def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: str | None, step_timeout: float,
+           output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+    """Replay a recording's client side against a live server and diff the new session with it.
+
+    \b
+    stdio:  tapes verify FILE [OPTIONS] -- SERVER COMMAND...
+    (exit 0 same, 1 different, 2 error)
+    """
+    import tempfile
+    from pathlib import Path
+
+    from tapes.cassette import load
+    from tapes.diff import diff_cassettes
+
+    if upstream is not None:
+        raise UserError("verify --upstream is not supported yet: verify a stdio server with -- COMMAND")
+    if not command:
+        raise UserError("verify needs the server command after --")
+    recording = load(cassette)
+    if recording.header.transport != "stdio":
+        raise UserError(f"{cassette}: is an HTTP recording; verify plays stdio recordings only for now")
+    noise = _noise(noise_rules, ignore)
+    from recorder.verify import verify_stdio
+
+    with tempfile.TemporaryDirectory(prefix="tapes-verify-") as scratch:
+        output = Path(keep) if keep else Path(scratch) / "live.tape"
+        live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
+    report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
+    _emit_diff(report, output_format, fail_on)
+

@@ -348,9 +348,10 @@ def text_lines(report: DiffReport) -> list[tuple[str, str]]:
     if report.equivalences:
         lines.append(("bold underline", "Same behaviour in another protocol form"))
         lines += [("cyan", f"  = {equivalence.describe()}{_frames(equivalence)}") for equivalence in report.equivalences]
-    for side, name in (("old", report.old_name), ("new", report.new_name)):
-        for fold in report.folds.get(side, []):
-            lines.append(("dim", f"  set aside in {name}: {fold}"))
+    old_folds, new_folds = report.folds.get("old", []), report.folds.get("new", [])
+    for fold in old_folds + [fold for fold in new_folds if fold not in old_folds]:
+        where = "both" if fold in old_folds and fold in new_folds else report.old_name if fold in old_folds else report.new_name
+        lines.append(("dim", f"  set aside ({where}): {fold}"))
     return lines
 
 
