@@ -1,0 +1,278 @@
+"""`tapes view` pages opened in headless Chromium: every real cassette draws, and what the issue
+asks to see is on screen (lanes, the event ids of a resumed stream, a cancellation).
+
+Chromium is driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`), so the test
+needs nothing but the Debian `chromium` package (.ci/run installs it). Screenshots go to pytest's
+tmp_path, or to $TAPES_VIEW_SCREENSHOTS when set (that is how docs/view.png is made).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+
+from tapes.cassette import Cassette, Header, load
+from tapes.frames import Direction, Frame, Kind, http_channel
+from tapes.view import Difference, render_comparison, render_page
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+TIMEOUT = 20.0  # seconds for any one DevTools reply: generous for a loaded CI machine
+WIDTH, HEIGHT = 1440, 900
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+CASSETTES = sorted((ROOT / "cassettes").glob("**/*.tape"))
+
+pytestmark = pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK),
+    reason="Chromium is not installed: `apt-get install chromium` (.ci/run installs it) to run the page tests",
+)
+
+
+class Browser:
+    """Headless Chromium and one page, spoken to over the DevTools pipe (fds 3 and 4 of the child)."""
+
+    def __init__(self, profile: Path) -> None:
+        commands_read, self._commands = os.pipe()
+        self._replies, replies_write = os.pipe()
+
+        def wire_pipes() -> None:  # in the child: DevTools reads fd 3 and writes fd 4
+            high_in = fcntl.fcntl(commands_read, fcntl.F_DUPFD, 10)
+            high_out = fcntl.fcntl(replies_write, fcntl.F_DUPFD, 10)
+            os.dup2(high_in, 3)
+            os.dup2(high_out, 4)
+
+        self.process = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--hide-scrollbars", f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=wire_pipes, pass_fds=(3, 4),
+        )
+        os.close(commands_read)
+        os.close(replies_write)
+        self._buffer = b""
+        self._next_id = 0
+        self._events: list[dict[str, Any]] = []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable", session=True)
+        self.call("Emulation.setDeviceMetricsOverride", session=True,
+                  width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=False)
+
+    def call(self, method: str, session: bool = False, **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self._session
+        os.write(self._commands, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._read()
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+            self._events.append(reply)
+
+    def _read(self) -> dict[str, Any]:
+        deadline = time.monotonic() + TIMEOUT
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._replies], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"Chromium said nothing for {TIMEOUT} s")
+            chunk = os.read(self._replies, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium closed its DevTools pipe")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def open(self, page: Path) -> None:
+        """Navigate to `page` and return once it has loaded (its script has then run)."""
+        self._events.clear()
+        self.call("Page.navigate", session=True, url=page.as_uri())
+        while not any(event.get("method") == "Page.loadEventFired" for event in self._events):
+            self._events.append(self._read())
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call(
+            "Runtime.evaluate", session=True, expression=expression, returnByValue=True, awaitPromise=True
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def screenshot(self, path: Path) -> None:
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", session=True, format="png")["data"]))
+
+    def close(self) -> None:
+        os.close(self._commands)
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._replies)
+
+
+# Whether an element is really on screen: scrolled into view, not hidden, and the topmost thing at
+# its centre (not covered by a sticky header or the details panel).
+VISIBLE = """(element) => {
+  if (!element) return false;
+  element.scrollIntoView({block: "center", inline: "nearest"});
+  const box = element.getBoundingClientRect();
+  if (box.width < 1 || box.height < 1) return false;
+  const x = box.left + box.width / 2, y = box.top + box.height / 2;
+  if (x < 0 || y < 0 || x > innerWidth || y > innerHeight) return false;
+  const top = document.elementFromPoint(x, y);
+  return element === top || element.contains(top);
+}"""
+
+
+def visible_texts(browser: Browser, selector: str) -> list[str]:
+    """The texts of the elements matching `selector` that are on screen (each checked in turn)."""
+    return browser.evaluate(
+        f"[...document.querySelectorAll({json.dumps(selector)})]"
+        f".filter({VISIBLE}).map((element) => element.textContent)"
+    )
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    instance = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield instance
+    instance.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("TAPES_VIEW_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def open_page(browser: Browser, html: str, path: Path) -> None:
+    path.write_text(html, encoding="utf-8")
+    browser.open(path)
+    assert browser.evaluate("document.querySelectorAll('.row').length") > 0, "the page drew no rows"
+
+
+@pytest.mark.parametrize("cassette_path", CASSETTES, ids=lambda path: path.stem)
+def test_every_cassette_draws_its_lanes_and_channels(
+    browser: Browser, cassette_path: Path, tmp_path: Path, screenshots: Path
+) -> None:
+    cassette = load(cassette_path)
+    open_page(browser, render_page(cassette, cassette_path.name), tmp_path / "page.html")
+    assert browser.evaluate("document.querySelectorAll('.row').length") == len(cassette.frames)
+    assert visible_texts(browser, ".heads .lane") == ["Client", "Server"]
+    channels = list(dict.fromkeys(frame.channel for frame in cassette.frames))
+    heads = browser.evaluate("[...document.querySelectorAll('.chhead')].map((head) => head.textContent)")
+    assert [head.split(" ")[0] for head in heads] == channels
+    # The screenshot shows the first cancellation, if there is one.
+    browser.evaluate("document.querySelector('.row:has(.m-cancel)')?.scrollIntoView({block: 'center'})")
+    browser.screenshot(screenshots / f"{cassette_path.stem}.png")
+
+
+def test_the_stdio_cancellation_is_marked(browser: Browser, tmp_path: Path, screenshots: Path) -> None:
+    path = ROOT / "cassettes" / "everything-stdio-2025-11-25.tape"
+    open_page(browser, render_page(load(path), path.name), tmp_path / "page.html")
+    cancel = "document.getElementById('s0f34')"  # notifications/cancelled for request 10
+    assert browser.evaluate(f"({VISIBLE})({cancel}.querySelector('.m-cancel'))")
+    assert browser.evaluate(f"{cancel}.querySelector('.m-cancel').textContent") == "✕ cancels #10"
+    assert visible_texts(browser, "#s0f34 .m-race") == ["no response"]
+    assert visible_texts(browser, "#s0f32 .m-cancel") == ["✕ cancelled"]
+    assert visible_texts(browser, "#s0f38 .m-late") == ["after cancel"]  # progress went on
+    browser.screenshot(screenshots / "cancellation.png")
+
+
+def resumed_http_cassette() -> Cassette:
+    """A POST stream cut by the client after event e2, resumed by a GET with Last-Event-ID: e2
+    (tapes/frames.py's HTTP conventions). Its strings also try to break out of the page."""
+    hostile = '</script><img src=x onerror="window.injected=1"><svg onload="window.injected=2">'
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": hostile, "arguments": {}, "_meta": {"progressToken": "p7"}}}
+
+    def progress(n: int) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": "p7", "progress": n, "total": 3}}
+
+    sse = [["Content-Type", "text/event-stream"], ["Mcp-Session-Id", "s-1"]]
+    post, get = http_channel(1), http_channel(2)
+    frames = [
+        (C2S, post, Kind.HTTP_REQUEST, None, None, {"method": "POST", "path": "/mcp", "headers": [["X-Evil", hostile]]}),
+        (C2S, post, Kind.MESSAGE, call, None, None),
+        (S2C, post, Kind.HTTP_RESPONSE, None, None, {"status": 200, "headers": sse}),
+        (S2C, post, Kind.SSE_EVENT, None, b"", {"id": "e0", "event": None, "retry": 500}),
+        (S2C, post, Kind.SSE_EVENT, progress(1), None, {"id": "e1", "event": None, "retry": None}),
+        (S2C, post, Kind.SSE_EVENT, progress(2), None, {"id": "e2", "event": None, "retry": None}),
+        (S2C, post, Kind.STREAM_END, None, None, {"reason": "client_disconnect"}),
+        (C2S, get, Kind.HTTP_REQUEST, None, None,
+         {"method": "GET", "path": "/mcp", "headers": [["Last-Event-ID", "e2"], ["Mcp-Session-Id", "s-1"]]}),
+        (S2C, get, Kind.HTTP_RESPONSE, None, None, {"status": 200, "headers": sse}),
+        (S2C, get, Kind.SSE_EVENT, progress(3), None, {"id": "e3", "event": None, "retry": None}),
+        (S2C, get, Kind.SSE_EVENT, {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": hostile}]}},
+         None, {"id": "e4", "event": None, "retry": None}),
+        (S2C, get, Kind.STREAM_END, None, None, {"reason": "closed"}),
+    ]
+    return Cassette(
+        Header(transport="http", server={"url": f"http://127.0.0.1:1/mcp?{hostile}"}, labels={"x": hostile}),
+        [Frame(seq, seq * 0.05, *frame) for seq, frame in enumerate(frames, start=1)],
+        warnings=[hostile],
+    )
+
+
+def test_a_resumed_stream_shows_its_event_ids(browser: Browser, tmp_path: Path, screenshots: Path) -> None:
+    open_page(browser, render_page(resumed_http_cassette(), "resumed.tape"), tmp_path / "page.html")
+    assert visible_texts(browser, ".heads .lane") == ["Client", "Server"]
+    assert visible_texts(browser, ".eid") == ["id e0", "id e1", "id e2", "id e3", "id e4"]
+    assert visible_texts(browser, ".m-cut") == ["✂ stream cut"]
+    assert visible_texts(browser, ".m-resume") == ["⟲ resumes http:1 after e2"]
+    assert visible_texts(browser, ".m-resumed") == ["⟲ resumed by http:2"]
+    assert visible_texts(browser, ".chhead") == ["http:1 POST tools/call #7", "http:2 GET resume"]
+    # nothing from the cassette became markup or ran
+    assert browser.evaluate("document.querySelectorAll('img, svg').length") == 0
+    assert browser.evaluate("window.injected") is None
+    browser.screenshot(screenshots / "resumed.png")
+
+
+def test_clicking_a_frame_shows_its_json_and_http_head(browser: Browser, tmp_path: Path) -> None:
+    open_page(browser, render_page(resumed_http_cassette(), "resumed.tape"), tmp_path / "page.html")
+    browser.evaluate("document.getElementById('s0f11').click()")  # the result, on the resuming GET
+    assert visible_texts(browser, "aside.details h2") == ["frame 11: result #7"]
+    http = browser.evaluate("document.querySelector('aside.details pre.http').textContent")
+    assert http.startswith("GET /mcp\nLast-Event-ID: e2") and "HTTP 200\nContent-Type: text/event-stream" in http
+    frame = json.loads(browser.evaluate("document.querySelector('aside.details pre.json').textContent"))
+    assert frame["message"]["id"] == 7 and frame["info"]["id"] == "e4"
+    related = browser.evaluate("[...document.querySelectorAll('.row.related')].map((row) => row.id)")
+    assert {"s0f2", "s0f5", "s0f10", "s0f11"} <= set(related)  # the request, its progress, its result
+
+
+def test_the_filter_box_keeps_frames_of_one_id(browser: Browser, tmp_path: Path) -> None:
+    path = ROOT / "cassettes" / "everything-stdio-2025-11-25.tape"
+    open_page(browser, render_page(load(path), path.name), tmp_path / "page.html")
+    shown = browser.evaluate(FILTER.replace("QUERY", json.dumps("#10")))
+    # request 10, its progress and the cancellation that names it; not #1 or #11
+    assert shown == [32, 33, 34, 38, 39, 40, 41]
+    assert browser.evaluate("document.querySelector('.count').textContent") == "7 of 43 frames"
+    assert [int(n) for n in browser.evaluate(FILTER.replace("QUERY", json.dumps("cancelled")))] == [34]
+
+
+# Types into the filter box and resolves, once the count has changed, to the shown rows' seqs.
+FILTER = """new Promise((done) => {
+  const box = document.querySelector("input.filter"), count = document.querySelector(".count");
+  new MutationObserver(() => done([...document.querySelectorAll(".row:not(.hidden) > .seq")]
+    .map((seq) => Number(seq.textContent)))).observe(count, {childList: true, characterData: true, subtree: true});
+  box.value = QUERY;
+  box.dispatchEvent(new Event("input"));
+})"""
