@@ -285,3 +285,30 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     _emit_diff(report, output_format, fail_on)
 
+@main.command()
+@click.argument("cassettes", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def lint(cassettes: tuple[str, ...], output_format: str) -> None:
+    """Check cassettes against the rules of their negotiated protocol version (exit 0 clean, 1 findings, 2 error)."""
+    import json
+
+    from tapes.cassette import load
+    from tapes.lint import RULES, lint as lint_cassette
+
+    results = {}
+    for path in cassettes:
+        cassette = load(path)
+        results[path] = (cassette.protocol_version, lint_cassette(cassette))
+    if output_format == "json":
+        click.echo(json.dumps({path: {"protocol": era, "findings": [{"frame": f.seq, "rule": f.rule, "message": f.message,
+                                                                      "rule_text": RULES[f.rule]} for f in findings]}
+                               for path, (era, findings) in results.items()}, indent=2, ensure_ascii=False, default=str))
+    else:
+        for path, (era, findings) in results.items():
+            click.echo(f"{path} ({era or 'unknown protocol'}): {len(findings) or 'no'} finding{'s' * (len(findings) != 1)}")
+            for finding in findings:
+                click.echo(f"  {finding.describe()}")
+    sys.exit(int(any(findings for _, findings in results.values())))
+
+
+# --- end of analysis: diff, verify, lint ------------------------------------------------------------

@@ -1,0 +1,298 @@
+"""`tapes lint`: check a cassette against the rules of the protocol version it negotiated.
+
+Each finding names the frame and the rule. Message shapes are checked with the official SDK's
+per-version types (`mcp_types.methods`), which cover every era from 2024-11-05 to 2026-07-28;
+the wire rules (batches, headers, streams, ids, progress, ordering) are checked here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tapes.cassette import Cassette
+from tapes.engine import header
+from tapes.frames import STDIO, Direction, Frame, Kind
+from tapes.jsonrpc import MessageType, classify, items
+from tapes.sessions import split_sessions
+
+NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}  # Mcp-Name mirrors these
+BATCH_ERA = ("2025-03-26",)  # the only revision with JSON-RPC batches
+HEADER_ERAS = ("2025-06-18", "2025-11-25")  # MCP-Protocol-Version after initialize
+MODERN_ERAS = ("2026-07-28",)  # stateless: Mcp-Method / Mcp-Name on every POST
+
+
+@dataclass(frozen=True)
+class Finding:
+    seq: int
+    rule: str
+    message: str
+
+    def describe(self) -> str:
+        return f"frame {self.seq}: {self.rule}: {self.message}"
+
+
+RULES: dict[str, str] = {
+    "batch": "JSON-RPC batches exist only in 2025-03-26",
+    "protocol-version-header": "HTTP requests after initialize carry MCP-Protocol-Version with the negotiated version (2025-06-18+)",
+    "get-stream-response": "a standalone GET stream carries no responses unless it resumes a request's stream",
+    "event-id-reuse": "SSE event ids are unique across the streams of a session",
+    "request-id-reuse": "a side never reuses its own request id within a session",
+    "response-to-notification": "notifications and responses get no JSON-RPC answer (HTTP: 202 Accepted, no body)",
+    "unknown-response-id": "every response answers a request the other side sent",
+    "notification-with-id": "a notification carries no id",
+    "routing-headers": "Mcp-Method / Mcp-Name headers are present and match the body (2026-07-28)",
+    "progress-not-increasing": "progress for a token increases with every notification",
+    "before-initialize": "the client sends nothing but ping before initialize is answered",
+    "shape": "every message has the shape the negotiated version's schema gives it",
+}
+
+
+def lint(cassette: Cassette) -> list[Finding]:
+    era = cassette.protocol_version
+    findings: list[Finding] = []
+    for check in _CHECKS:
+        findings += check(cassette, era)
+    return sorted(findings, key=lambda finding: (finding.seq, finding.rule))
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+
+def _messages(frames: list[Frame]) -> Iterator[tuple[Frame, dict[str, Any]]]:
+    for frame in frames:
+        if frame.message is not None:
+            for item in items(frame.message):
+                if isinstance(item, dict):
+                    yield frame, item
+
+
+def _sessions(cassette: Cassette) -> list[list[Frame]]:
+    if cassette.header.transport == STDIO:
+        return [cassette.frames]
+    return [recorded.frames for recorded in split_sessions(cassette.frames)]
+
+
+def _check_batches(cassette: Cassette, era: str | None) -> list[Finding]:
+    if era is None or era in BATCH_ERA:
+        return []
+    return [Finding(frame.seq, "batch", f"a batch of {len(frame.message)} messages under {era}")
+            for frame in cassette.frames if isinstance(frame.message, list)]
+
+
+def _http_requests(cassette: Cassette) -> Iterator[tuple[Frame, list[dict[str, Any]]]]:
+    """Each HTTP request head with the JSON-RPC items of its body."""
+    bodies: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for frame, item in _messages(cassette.frames):
+        if frame.from_client and frame.kind is Kind.MESSAGE:
+            bodies[frame.channel].append(item)
+    for frame in cassette.frames:
+        if frame.kind is Kind.HTTP_REQUEST:
+            yield frame, bodies.get(frame.channel, [])
+
+
+def _check_version_header(cassette: Cassette, era: str | None) -> list[Finding]:
+    if era not in HEADER_ERAS or cassette.header.transport == STDIO:
+        return []
+    found = []
+    for frame, body in _http_requests(cassette):
+        if any(item.get("method") == "initialize" for item in body) or _is_legacy_endpoint(frame):
+            continue
+        if not _after_initialize(cassette, frame):
+            continue
+        value = header(frame.info or {}, "mcp-protocol-version")
+        if value is None:
+            found.append(Finding(frame.seq, "protocol-version-header", "no MCP-Protocol-Version header after initialize"))
+        elif value != era:
+            found.append(Finding(frame.seq, "protocol-version-header", f"MCP-Protocol-Version {value} but {era} was negotiated"))
+    return found
+
+
+def _is_legacy_endpoint(frame: Frame) -> bool:
+    return (frame.info or {}).get("method") == "GET" and (frame.info or {}).get("path", "").split("?")[0].endswith("/sse")
+
+
+def _after_initialize(cassette: Cassette, request_head: Frame) -> bool:
+    """Whether an initialize result arrived before this request was made."""
+    initialize_ids = {item["id"] for frame, item in _messages(cassette.frames)
+                      if frame.seq < request_head.seq and frame.from_client and item.get("method") == "initialize"}
+    return any(not frame.from_client and "result" in item and item.get("id") in initialize_ids
+               for frame, item in _messages(cassette.frames) if frame.seq < request_head.seq)
+
+
+def _check_get_streams(cassette: Cassette, era: str | None) -> list[Finding]:
+    standalone = {frame.channel for frame in cassette.frames if frame.kind is Kind.HTTP_REQUEST
+                  and (frame.info or {}).get("method") == "GET" and header(frame.info or {}, "last-event-id") is None
+                  and not _is_legacy_endpoint(frame)}
+    return [Finding(frame.seq, "get-stream-response", f"response #{item.get('id')} on the standalone GET stream {frame.channel}")
+            for frame, item in _messages(cassette.frames)
+            if frame.channel in standalone and not frame.from_client and classify(item) in (MessageType.RESULT, MessageType.ERROR)]
+
+
+def _check_event_ids(cassette: Cassette, era: str | None) -> list[Finding]:
+    found = []
+    for frames in _sessions(cassette):
+        first_channel: dict[str, str] = {}
+        for frame in frames:
+            event_id = (frame.info or {}).get("id") if frame.kind is Kind.SSE_EVENT else None
+            if event_id is None:
+                continue
+            if first_channel.setdefault(event_id, frame.channel) != frame.channel:
+                found.append(Finding(frame.seq, "event-id-reuse",
+                                     f"event id {event_id!r} on {frame.channel} was already used on {first_channel[event_id]}"))
+    return found
+
+
+def _check_ids(cassette: Cassette, era: str | None) -> list[Finding]:
+    found = []
+    for frames in _sessions(cassette):
+        sent: dict[Direction, set[Any]] = defaultdict(set)
+        for frame, item in _messages(frames):
+            kind = classify(item)
+            if kind is MessageType.REQUEST:
+                if item["id"] in sent[frame.direction]:
+                    found.append(Finding(frame.seq, "request-id-reuse", f"request id {item['id']!r} was already used by the {_side(frame)}"))
+                sent[frame.direction].add(item["id"])
+                if item["method"].startswith("notifications/"):
+                    found.append(Finding(frame.seq, "notification-with-id", f"{item['method']} sent with id {item['id']!r}"))
+            elif kind in (MessageType.RESULT, MessageType.ERROR):
+                other = Direction.SERVER_TO_CLIENT if frame.from_client else Direction.CLIENT_TO_SERVER
+                if item["id"] not in sent[other]:
+                    found.append(Finding(frame.seq, "unknown-response-id",
+                                         f"response #{item['id']!r} from the {_side(frame)} answers no request it was sent"))
+    return found
+
+
+def _side(frame: Frame) -> str:
+    return "client" if frame.from_client else "server"
+
+
+def _check_notification_answers(cassette: Cassette, era: str | None) -> list[Finding]:
+    """HTTP: a POST of notifications and responses only is answered 202 with no body."""
+    found = []
+    posted = {frame.channel: body for frame, body in _http_requests(cassette) if (frame.info or {}).get("method") == "POST"}
+    for frame in cassette.frames:
+        body = posted.get(frame.channel)
+        if not body or any(classify(item) is MessageType.REQUEST for item in body) or frame.from_client:
+            continue
+        if frame.kind is Kind.HTTP_RESPONSE and (frame.info or {}).get("status") != 202:
+            found.append(Finding(frame.seq, "response-to-notification",
+                                 f"status {(frame.info or {}).get('status')} to a POST without requests (202 expected)"))
+        elif frame.message is not None:
+            found.append(Finding(frame.seq, "response-to-notification", "a JSON-RPC message in answer to notifications"))
+    return found
+
+
+def _check_routing_headers(cassette: Cassette, era: str | None) -> list[Finding]:
+    if era not in MODERN_ERAS or cassette.header.transport == STDIO:
+        return []
+    found = []
+    for frame, body in _http_requests(cassette):
+        if len(body) != 1 or "method" not in body[0]:
+            continue
+        item, info = body[0], frame.info or {}
+        method = header(info, "mcp-method")
+        if method != item["method"]:
+            what = "no Mcp-Method header" if method is None else f"Mcp-Method {method!r}"
+            found.append(Finding(frame.seq, "routing-headers", f"{what} for a {item['method']} body"))
+        name_key = NAME_BEARING_METHODS.get(item["method"])
+        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        if name_key is not None and header(info, "mcp-name") != params.get(name_key):
+            name = header(info, "mcp-name")
+            what = "no Mcp-Name header" if name is None else f"Mcp-Name {name!r}"
+            found.append(Finding(frame.seq, "routing-headers", f"{what} but the body's {name_key} is {params.get(name_key)!r}"))
+    return found
+
+
+def _check_progress(cassette: Cassette, era: str | None) -> list[Finding]:
+    found = []
+    last: dict[Any, float] = {}
+    for frame, item in _messages(cassette.frames):
+        if item.get("method") != "notifications/progress" or not isinstance(item.get("params"), dict):
+            continue
+        token, progress = item["params"].get("progressToken"), item["params"].get("progress")
+        if not isinstance(progress, (int, float)):
+            continue
+        if token in last and progress <= last[token]:
+            found.append(Finding(frame.seq, "progress-not-increasing", f"progress {progress} for token {token!r} after {last[token]}"))
+        last[token] = progress
+    return found
+
+
+def _check_before_initialize(cassette: Cassette, era: str | None) -> list[Finding]:
+    if era in MODERN_ERAS:
+        return []
+    found = []
+    for frames in _sessions(cassette):
+        initialize_ids: set[Any] = set()
+        done = False
+        for frame, item in _messages(frames):
+            kind = classify(item)
+            if frame.from_client and kind is MessageType.REQUEST:
+                if item["method"] == "initialize":
+                    initialize_ids.add(item["id"])
+                elif initialize_ids and not done and item["method"] != "ping":
+                    found.append(Finding(frame.seq, "before-initialize", f"{item['method']} sent before initialize was answered"))
+            elif not frame.from_client and kind is MessageType.RESULT and item["id"] in initialize_ids:
+                done = True
+    return found
+
+
+def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
+    """Every message against the SDK's types for `era` (request → its result by method)."""
+    from mcp_types import methods
+    from pydantic import ValidationError
+
+    if era not in methods.KNOWN_PROTOCOL_VERSIONS:
+        return []
+    found = []
+    pending: dict[tuple[Direction, Any], str] = {}  # (requester, id) -> method
+    for frame, item in _messages(cassette.frames):
+        kind, params = classify(item), item.get("params")
+        check: Callable[[], Any] | None = None
+        what = ""
+        if kind is MessageType.REQUEST and item["method"] == "server/discover" and era not in MODERN_ERAS:
+            continue  # a 2026-07-28 client's version probe, sent before the older era was negotiated
+        if kind is MessageType.REQUEST:
+            pending[(frame.direction, item["id"])] = item["method"]
+            what = f"{item['method']} request"
+            if frame.from_client:
+                check = lambda: methods.validate_client_request(item["method"], era, params)  # noqa: E731
+            else:
+                check = lambda: methods.SERVER_REQUESTS[(item["method"], era)].model_validate(
+                    {"jsonrpc": "2.0", "id": 0, **_body(item)}, by_name=False)
+        elif kind is MessageType.NOTIFICATION:
+            what = f"{item['method']} notification"
+            if frame.from_client:
+                check = lambda: methods.validate_client_notification(item["method"], era, params)  # noqa: E731
+            else:
+                check = lambda: methods.SERVER_NOTIFICATIONS[(item["method"], era)].model_validate(
+                    {"jsonrpc": "2.0", **_body(item)}, by_name=False)
+        elif kind is MessageType.RESULT:
+            requester = Direction.SERVER_TO_CLIENT if frame.from_client else Direction.CLIENT_TO_SERVER
+            method = pending.get((requester, item["id"]))
+            if method is not None and isinstance(item["result"], dict):
+                what = f"{method} result"
+                validate = methods.validate_client_result if frame.from_client else methods.validate_server_result
+                check = lambda: validate(method, era, item["result"])  # noqa: E731
+        if check is None:
+            continue
+        try:
+            check()
+        except KeyError:
+            found.append(Finding(frame.seq, "shape", f"{what}: not part of protocol version {era}"))
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = "/".join(str(part) for part in first["loc"])
+            found.append(Finding(frame.seq, "shape", f"{what}: {where}: {first['msg']} ({error.error_count()} problem(s))"))
+    return found
+
+
+def _body(item: dict[str, Any]) -> dict[str, Any]:
+    return {"method": item["method"], **({"params": item["params"]} if "params" in item else {})}
+
+
+_CHECKS = (_check_batches, _check_version_header, _check_get_streams, _check_event_ids, _check_ids,
+           _check_notification_answers, _check_routing_headers, _check_progress, _check_before_initialize, _check_shapes)
