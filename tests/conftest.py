@@ -21,3 +21,5 @@ def everything_stdio() -> list[str]:
     if node is None or not EVERYTHING_JS.exists():
         pytest.fail("server-everything is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return [node, str(EVERYTHING_JS), "stdio"]
+
+pytest_plugins = ["pytester"]  # tests of our pytest plugin run inner pytest sessions

@@ -1,0 +1,242 @@
+"""The pytest plugin (entry point `pytest11: tapes`): a marker and fixtures that hand the code
+under test a replaying (or recording) MCP server. A composition root, like the CLI.
+
+    @pytest.mark.tape(server=["python", "weather.py"])
+    def test_forecast(tape_server):          # an argv: launch it as the stdio server
+        ...
+
+    @pytest.mark.tape("cassettes/weather-http.tape")
+    def test_forecast_http(tape_url):        # the URL of an in-process HTTP replayer
+        ...
+
+Record modes (`--tape-record-mode`, ini `tape_record_mode`, `[tool.tapes] record-mode`):
+`none` replays only and fails on a missing cassette; `once` records when the cassette is
+missing and replays otherwise; `all` always records, replacing the cassette only when the test
+passes; `rewrite` deletes the cassette, then records. Default: `none` when the CI environment
+variable is set, `once` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tapes.cassette import load
+from tapes.config import Config, load_config
+from tapes.control import ReplayControl
+
+RECORD_MODES = ("none", "once", "all", "rewrite")
+TAPES = [sys.executable, "-m", "tapes"]
+_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tapes", "mcp-tapes: record and replay MCP sessions")
+    group.addoption("--tape-record-mode", choices=RECORD_MODES, default=None,
+                    help="none | once | all | rewrite (default: none under CI, once otherwise)")
+    parser.addini("tape_record_mode", "default record mode for @pytest.mark.tape tests", default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "tape(path=None, *, server=None, upstream=None, match=None, ignore=(), race=None, repeats=None, timing=None, "
+        "freeze_time=False, fail_on_unused=False): replay (or record) an MCP session from a cassette",
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    if report.when == "call":
+        item.stash[_PASSED] = report.passed
+    return report
+
+
+_PASSED = pytest.StashKey[bool]()
+
+
+@dataclass
+class Tape:
+    """One test's cassette: where it is, whether this run records or replays, and what the
+    replay did (`report`, read after the code under test has closed the server)."""
+
+    path: Path
+    mode: str
+    recording: bool
+    server: list[str] | None
+    upstream: str | None
+    control_flags: list[str]
+    report_path: Path
+    fail_on_unused: bool
+    writing_to: Path = field(init=False)  # where a recording goes (a scratch file under `all`)
+
+    def __post_init__(self) -> None:
+        self.writing_to = self.path.with_name(self.path.name + ".recording") if self.mode == "all" else self.path
+
+    def server_command(self) -> list[str]:
+        """The stdio server for the code under test: the recorder around the real server, or the replayer."""
+        if self.recording:
+            if not self.server:
+                pytest.fail(f"cannot record {self.path}: the tape marker names no server=[...] command", pytrace=False)
+            return [*TAPES, "record", "-o", str(self.writing_to), "--", *self.server]
+        return [*TAPES, "replay", str(self.path), "--allow-unmatched", "--report", str(self.report_path),
+                *self.control_flags]
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        """The stdio replay's summary (played, repeated, unmatched, unused), once the replayer exited."""
+        if not self.report_path.exists():
+            return None
+        return json.loads(self.report_path.read_text())
+
+
+def _record_mode(config: pytest.Config, settings: Config) -> str:
+    mode = config.getoption("--tape-record-mode") or config.getini("tape_record_mode") or settings.record_mode
+    if mode is None:
+        mode = "none" if os.environ.get("CI") else "once"
+    if mode not in RECORD_MODES:
+        raise pytest.UsageError(f"tape record mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
+    return mode
+
+
+def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
+    name = re.sub(r"[^\w.-]+", "_", request.node.name).strip("_")
+    return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}.tape"
+
+
+def _control_flags(marker: pytest.Mark, settings: Config) -> list[str]:
+    values = settings.control_settings()
+    values.update({name: marker.kwargs[name] for name in _CONTROL_OPTIONS if marker.kwargs.get(name) is not None})
+    values["ignore"] = (*settings.ignore, *marker.kwargs.get("ignore", ()))
+    ReplayControl.build(**values)  # a bad name fails here, in the test's setup, not in the replayer
+    flags = []
+    for name in ("match", "race", "repeats", "timing"):
+        flags += [f"--{name}", str(values[name])]
+    for pointer in values["ignore"]:
+        flags += ["--ignore", pointer]
+    return flags
+
+
+@pytest.fixture
+def tape(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tape]:
+    marker = request.node.get_closest_marker("tape")
+    if marker is None:
+        pytest.fail("the tape fixtures need a @pytest.mark.tape(...) marker on the test", pytrace=False)
+    settings = load_config(request.path.parent)
+    mode = _record_mode(request.config, settings)
+    path = request.path.parent / marker.args[0] if marker.args else _default_path(request, settings)
+    if mode == "rewrite" and path.exists():
+        path.unlink()
+    if mode == "none" and not path.exists():
+        pytest.fail(f"cassette {path} is missing and the record mode is none (record it with "
+                    "--tape-record-mode=once)", pytrace=False)
+    recording = mode in ("all", "rewrite") or not path.exists()
+    if recording:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    handle = Tape(path, mode, recording, marker.kwargs.get("server"), marker.kwargs.get("upstream"),
+                  _control_flags(marker, settings),
+                  tmp_path / "tape-report.json", bool(marker.kwargs.get("fail_on_unused")))
+    with ExitStack() as stack:
+        if marker.kwargs.get("freeze_time") and not recording:
+            stack.enter_context(_frozen_at_recording(path))
+        yield handle
+    _finish(request, handle)
+
+
+def _frozen_at_recording(path: Path) -> Any:
+    from datetime import datetime
+
+    from freezegun import freeze_time
+
+    # real_asyncio: the event loop's clock keeps running, so timeouts in the code under test still work
+    return freeze_time(datetime.fromisoformat(load(path).header.created), real_asyncio=True)
+
+
+def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
+    passed = request.node.stash.get(_PASSED, False)
+    if handle.recording:
+        if handle.writing_to != handle.path and handle.writing_to.exists():
+            if passed:
+                shutil.move(handle.writing_to, handle.path)
+            else:
+                handle.writing_to.unlink()  # `all` keeps the old cassette when the test failed
+        return
+    report = handle.report
+    if report is None or not passed:
+        return  # the server was never started (or is still running), or the test failed already
+    problems = [f"unmatched {miss['summary']}: {miss['reason']}" for miss in report["unmatched"]]
+    if handle.fail_on_unused:
+        problems += [f"unused {request}" for request in report["unused"]]
+    if problems:
+        pytest.fail(f"replay of {handle.path} did not go as recorded:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def tape_server(tape: Tape) -> list[str]:
+    """argv of the stdio server the code under test should launch (replaying or recording)."""
+    return tape.server_command()
+
+
+@pytest.fixture
+def tape_url(tape: Tape) -> Iterator[str]:
+    """The URL the code under test should use: an in-process HTTP replayer serving the test's
+    cassette, or, when recording, `tapes record --upstream` in front of the marker's upstream."""
+    if tape.recording:
+        if not tape.upstream:
+            pytest.fail(f"cannot record {tape.path}: the tape marker names no upstream=URL", pytrace=False)
+        with _http_recorder(tape.writing_to, tape.upstream) as url:
+            yield url
+        return
+    from replayer.http import ReplayOptions, replay_server
+
+    with replay_server(tape.path, options=ReplayOptions()) as server:
+        yield server.url
+        lines = server.report_lines
+    if not server.clean:
+        pytest.fail(f"replay of {tape.path} did not go as recorded:\n  " + "\n  ".join(lines[1:]), pytrace=False)
+
+
+@contextmanager
+def _http_recorder(output: Path, upstream: str) -> Iterator[str]:
+    """`tapes record --upstream` on a free port while the block runs; yields where the client goes."""
+    command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        yield _recording_url(process)
+    finally:
+        process.send_signal(signal.SIGINT)  # the recorder flushes the cassette and exits
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _recording_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    """The client URL from the recorder's banner line on stderr."""
+    assert process.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen = []
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([process.stderr], [], [], left)
+        line = process.stderr.readline() if ready else ""
+        if not line and process.poll() is not None:
+            break
+        seen.append(line)
+        if found := re.search(r"tapes: recording (http://\S+)", line):
+            return found[1]
+    pytest.fail("tapes record did not start: " + "".join(seen).strip(), pytrace=False)
