@@ -34,6 +34,7 @@ from recorder.http_framing import CLIENT_DISCONNECT, CLOSED, UPSTREAM_ERROR, Fie
 from tapes.cassette import CassetteWriter, Header, load, save
 from tapes.errors import UserError
 from tapes.redact import RedactionRules, Redactor
+from tapes.scrub import FrameHook, hook_label, scrubbed
 from tapes.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
@@ -150,8 +151,9 @@ _STOP = ("stop",)
 class _CassetteSink:
     """A thread that frames captured exchanges and appends them to the cassette, a batch at a time."""
 
-    def __init__(self, output: str, header: Header, redactor: Redactor) -> None:
+    def __init__(self, output: str, header: Header, redactor: Redactor, before_record: FrameHook | None) -> None:
         self._output = output
+        self._before_record = before_record
         self._writer = CassetteWriter(output, header)  # raises CassetteError (a UserError) if unwritable
         self._framer = HttpFramer(redactor)
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
@@ -193,7 +195,7 @@ class _CassetteSink:
                 else:
                     frames += self.handle(*item)
             try:
-                self._writer.write(frames)
+                self._writer.write(scrubbed(frames, self._before_record))
             except OSError as error:  # e.g. the disk filled up: say it once, keep proxying
                 print(f"tapes: error: the cassette writer stopped: {error}", file=sys.stderr)
                 return
@@ -242,6 +244,7 @@ def record_http(
     rules: RedactionRules,
     confdir: str = DEFAULT_CONFDIR,
     banner: TextIO = sys.stderr,
+    before_record: FrameHook | None = None,
 ) -> int:
     """Record through a reverse proxy to `upstream`, or a forward proxy when `upstream` is None,
     until SIGINT or SIGTERM; returns the exit code."""
@@ -249,9 +252,9 @@ def record_http(
     header = Header(
         transport="http",
         server={"url": target.url} if target else {"proxy": True},
-        redaction=rules.names(),
+        redaction=rules.names() + ((hook_label(before_record),) if before_record else ()),
     )
-    sink = _CassetteSink(output, header, Redactor(rules))
+    sink = _CassetteSink(output, header, Redactor(rules), before_record)
     try:
         return asyncio.run(_serve(sink, target, listen, confdir, banner))
     finally:

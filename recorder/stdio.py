@@ -27,6 +27,7 @@ from tapes.capture import StdioFramer, Stream
 from tapes.cassette import CassetteWriter, Header
 from tapes.errors import UserError
 from tapes.frames import Frame
+from tapes.scrub import FrameHook, hook_label, scrubbed
 
 CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20
@@ -41,9 +42,10 @@ EXIT = 2 * len(Stream)
 EXIT_STATUS = struct.Struct("<ii")
 
 
-def record_stdio(command: list[str], output: str) -> int:
+def record_stdio(command: list[str], output: str, before_record: FrameHook | None = None) -> int:
     """Run `command` as the server on our stdin/stdout, record the session into the cassette
-    `output`, and return the server's exit code (128+N if signal N killed it)."""
+    `output` (each frame passed through `before_record` first), and return the server's exit
+    code (128+N if signal N killed it)."""
     if shutil.which(command[0]) is None:  # before the cassette file is created
         raise UserError(f"the server command {command[0]!r} was not found or is not executable")
     start = time.monotonic()
@@ -62,7 +64,9 @@ def record_stdio(command: list[str], output: str) -> int:
     writer_pid = os.fork()
     if writer_pid == 0:
         os.close(write_fd)
-        _run_writer(read_fd, cassette, Header(transport="stdio", server={"command": command}))
+        redaction = (hook_label(before_record),) if before_record else ()
+        header = Header(transport="stdio", server={"command": command}, redaction=redaction)
+        _run_writer(read_fd, cassette, header, before_record)
     os.close(read_fd)
     cassette.close()
 
@@ -276,7 +280,7 @@ class _Capture:
 # --- the writer child ------------------------------------------------------------------------
 
 
-def _run_writer(read_fd: int, cassette: BinaryIO, header: Header) -> NoReturn:
+def _run_writer(read_fd: int, cassette: BinaryIO, header: Header, before_record: FrameHook | None) -> NoReturn:
     """Frame the capture records from `read_fd` into the cassette until EOF, then exit. Runs in
     the forked child and never returns into the recorder's code."""
     status = 1
@@ -299,8 +303,8 @@ def _run_writer(read_fd: int, cassette: BinaryIO, header: Header) -> NoReturn:
             frames, used = framer.records(pending)
             del pending[:used]
             if frames:
-                writer.write(frames)
-        writer.write(framer.finish(bytes(pending)))
+                writer.write(scrubbed(frames, before_record))
+        writer.write(scrubbed(framer.finish(bytes(pending)), before_record))
         writer.close()
         status = 0
     except BaseException as error:  # whatever it is, say it and exit: never unwind into the recorder

@@ -46,6 +46,7 @@ def main() -> None:
 @click.option(
     "--ca-dir", default="~/.mitmproxy", show_default=True, help="Where --proxy keeps (or creates) its TLS CA."
 )
+@click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function first.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(
     output: str,
@@ -56,6 +57,7 @@ def record(
     redact_paths: tuple[str, ...],
     no_redact: bool,
     ca_dir: str,
+    before_record: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Record a session into a cassette.
@@ -67,10 +69,15 @@ def record(
     """
     if sum((bool(command), upstream is not None, proxy)) != 1:
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
+    from tapes.config import load_config
+    from tapes.scrub import load_hook
+
+    hook_spec = before_record or load_config().before_record
+    hook = load_hook(hook_spec) if hook_spec else None
     if command:
         from recorder.stdio import record_stdio
 
-        sys.exit(record_stdio(list(command), output))
+        sys.exit(record_stdio(list(command), output, before_record=hook))
 
     from recorder.http import parse_listen, record_http
     from tapes.redact import RedactionRuleError, RedactionRules
@@ -87,7 +94,7 @@ def record(
             rules = RedactionRules.default(redact_headers, redact_paths)
         except RedactionRuleError as error:
             raise UserError(str(error)) from None
-    sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir))
+    sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir, before_record=hook))
 
 
 @main.command()

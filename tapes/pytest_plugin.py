@@ -54,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "tape(path=None, *, server=None, upstream=None, match=None, ignore=(), race=None, repeats=None, timing=None, "
+        "tape(path=None, *, server=None, upstream=None, before_record=None, match=None, ignore=(), race=None, repeats=None, timing=None, "
         "freeze_time=False, fail_on_unused=False): replay (or record) an MCP session from a cassette",
     )
 
@@ -80,6 +80,7 @@ class Tape:
     recording: bool
     server: list[str] | None
     upstream: str | None
+    record_flags: list[str]
     control_flags: list[str]
     report_path: Path
     fail_on_unused: bool
@@ -93,7 +94,7 @@ class Tape:
         if self.recording:
             if not self.server:
                 pytest.fail(f"cannot record {self.path}: the tape marker names no server=[...] command", pytrace=False)
-            return [*TAPES, "record", "-o", str(self.writing_to), "--", *self.server]
+            return [*TAPES, "record", "-o", str(self.writing_to), *self.record_flags, "--", *self.server]
         return [*TAPES, "replay", str(self.path), "--allow-unmatched", "--report", str(self.report_path),
                 *self.control_flags]
 
@@ -148,8 +149,9 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tape]:
     recording = mode in ("all", "rewrite") or not path.exists()
     if recording:
         path.parent.mkdir(parents=True, exist_ok=True)
+    hook = marker.kwargs.get("before_record") or settings.before_record
     handle = Tape(path, mode, recording, marker.kwargs.get("server"), marker.kwargs.get("upstream"),
-                  _control_flags(marker, settings),
+                  ["--before-record", hook] if hook else [], _control_flags(marker, settings),
                   tmp_path / "tape-report.json", bool(marker.kwargs.get("fail_on_unused")))
     with ExitStack() as stack:
         if marker.kwargs.get("freeze_time") and not recording:
@@ -199,7 +201,7 @@ def tape_url(tape: Tape) -> Iterator[str]:
     if tape.recording:
         if not tape.upstream:
             pytest.fail(f"cannot record {tape.path}: the tape marker names no upstream=URL", pytrace=False)
-        with _http_recorder(tape.writing_to, tape.upstream) as url:
+        with _http_recorder(tape.writing_to, tape.upstream, tape.record_flags) as url:
             yield url
         return
     from replayer.http import ReplayOptions, replay_server
@@ -212,9 +214,9 @@ def tape_url(tape: Tape) -> Iterator[str]:
 
 
 @contextmanager
-def _http_recorder(output: Path, upstream: str) -> Iterator[str]:
+def _http_recorder(output: Path, upstream: str, flags: list[str]) -> Iterator[str]:
     """`tapes record --upstream` on a free port while the block runs; yields where the client goes."""
-    command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0"]
+    command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0", *flags]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
         yield _recording_url(process)
