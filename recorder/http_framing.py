@@ -84,8 +84,7 @@ class HttpFramer:
             self._note_session(next(iter(query.get("sessionId", query.get("session_id", []))), None))
         info = {"id": event.id, "event": event.event, "retry": event.retry}
         message, data = self._decoded(event.data.encode())
-        kind = Kind.SSE_EVENT
-        return self._frame(t, Direction.SERVER_TO_CLIENT, exchange, kind, message=message, data=data, info=info)
+        return self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.SSE_EVENT, message=message, data=data, info=info)
 
     def _body(self, t: float, direction: Direction, exchange: int, body: bytes) -> Frame:
         message, data = self._decoded(body)
