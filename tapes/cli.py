@@ -319,3 +319,26 @@ def lint(cassettes: tuple[str, ...], output_format: str) -> None:
 
 
 # --- end of analysis: diff, verify, lint ------------------------------------------------------------
+
+
+@main.command()
+@click.argument("cassette", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="HTML file to write (default: NAME.html here).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
+def view(cassette: str, output: str | None, open_browser: bool) -> None:
+    """Write a cassette as a self-contained HTML page: a sequence diagram of the session."""
+    import webbrowser
+    from pathlib import Path
+
+    from tapes.cassette import load
+    from tapes.view import render_page
+
+    page = render_page(load(cassette), Path(cassette).name)
+    target = Path(output or Path(cassette).with_suffix(".html").name)
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"{target}: cannot be written ({error.strerror})") from None
+    click.echo(f"tapes view: wrote {target}", err=True)
+    if open_browser:
+        webbrowser.open(target.resolve().as_uri())

@@ -41,12 +41,14 @@ _SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    """One difference between two sessions, for `render_comparison`: where it is in each
-    (a frame's sequence number, None when that side has no counterpart) and what differs."""
+    """One difference between two sessions, for `render_comparison`: what differs, the frames
+    (sequence numbers) it concerns on each side (empty when a side has none), and optionally a
+    severity shown beside it ("breaking", ...)."""
 
     note: str
-    a_seq: int | None = None
-    b_seq: int | None = None
+    a_seqs: tuple[int, ...] = ()
+    b_seqs: tuple[int, ...] = ()
+    severity: str = ""
 
 
 def render_page(cassette: Cassette, title: str) -> str:
@@ -61,12 +63,14 @@ def render_comparison(
     and a list of the differences that scrolls both sides to them."""
     notes: tuple[dict[int, list[str]], dict[int, list[str]]] = (defaultdict(list), defaultdict(list))
     for difference in differences:
-        for side, seq in zip(notes, (difference.a_seq, difference.b_seq), strict=True):
-            if seq is not None:
+        for side, seqs in zip(notes, (difference.a_seqs, difference.b_seqs), strict=True):
+            for seq in seqs:
                 side[seq].append(difference.note)
     model = {
         "sides": [_diagram(a, titles[0], notes[0]), _diagram(b, titles[1], notes[1])],
-        "differences": [{"note": d.note, "a": d.a_seq, "b": d.b_seq} for d in differences],
+        "differences": [
+            {"note": d.note, "severity": d.severity, "a": list(d.a_seqs), "b": list(d.b_seqs)} for d in differences
+        ],
     }
     return _page(f"{titles[0]} ↔ {titles[1]}", model)
 
@@ -318,7 +322,10 @@ def _owners(frames: Sequence[Frame]) -> dict[tuple[int, int], Interaction]:
     for this yet."""
     owners: dict[tuple[int, int], Interaction] = {}
     for session in split_sessions(frames):  # ids are only unique within an HTTP session
-        engine = ReplayEngine(session.frames)
+        try:
+            engine = ReplayEngine(session.frames)
+        except (TypeError, ValueError, KeyError, RecursionError):
+            continue  # e.g. msgpack bytes inside a message: the page shows the frames unlinked
         for interaction in engine._interactions:
             for key in interaction.client_items:
                 owners[key] = interaction

@@ -113,6 +113,8 @@ class Browser:
         return result["result"].get("value")
 
     def screenshot(self, path: Path) -> None:
+        # Let a frame be drawn first, or the picture may predate the last scroll.
+        self.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", session=True, format="png")["data"]))
 
     def close(self) -> None:
@@ -276,3 +278,35 @@ FILTER = """new Promise((done) => {
   box.value = QUERY;
   box.dispatchEvent(new Event("input"));
 })"""
+
+
+def test_two_sessions_side_by_side_with_their_differences(browser: Browser, tmp_path: Path, screenshots: Path) -> None:
+    old = load(ROOT / "cassettes" / "everything-stdio-2025-11-25.tape")
+    differences = [Difference("tools/call echo: result text changed", (18,), (11,), "changed"),
+                   Difference("tools/call #11 removed", (35, 36), (), "breaking")]
+    page = render_comparison(old, resumed_http_cassette(), differences, titles=("old.tape", "new.tape"))
+    open_page(browser, page, tmp_path / "page.html")
+    assert browser.evaluate("document.querySelectorAll('section.pane').length") == 2
+    assert visible_texts(browser, "details.diffs summary") == ["2 differences"]
+    browser.evaluate("document.querySelector('details.diffs button').click()")  # scrolls both sides to it
+    assert visible_texts(browser, "#s0f18 .m-diff, #s1f11 .m-diff") == ["≠ tools/call echo: result text changed"] * 2
+    assert browser.evaluate("document.querySelectorAll('.row.diff').length") == 4
+    browser.screenshot(screenshots / "comparison.png")
+
+
+def test_a_thousand_frames_over_many_streams_draw(browser: Browser, tmp_path: Path, screenshots: Path) -> None:
+    """A long HTTP session: one channel per POST, so channels share columns (as few as overlap)."""
+    exchange = resumed_http_cassette().frames
+    frames = []
+    for copy in range(1000 // len(exchange) + 1):
+        for frame in exchange:
+            channel = http_channel(int(frame.channel.split(":")[1]) + 2 * copy)
+            frames.append(Frame(len(frames) + 1, len(frames) * 0.01, frame.direction, channel, frame.kind,
+                                frame.message, frame.data, frame.info))
+    open_page(browser, render_page(Cassette(Header("http", {"url": "http://x/mcp"}), frames[:1000]), "long.tape"),
+              tmp_path / "page.html")
+    assert browser.evaluate("document.querySelectorAll('.row').length") == 1000
+    # each cut POST ends before the GET that resumes it starts: one column carries all 168 channels
+    assert browser.evaluate("document.querySelectorAll('.chhead').length") == 1
+    assert visible_texts(browser, "#s0f1 .chtag") == ["http:1"]
+    browser.screenshot(screenshots / "long.png")

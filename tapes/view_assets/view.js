@@ -6,6 +6,7 @@
   const model = JSON.parse(document.getElementById("tapes-data").textContent);
   const MIN_WIRE = 160; // px: even a single stdio channel gets room for its arrows
   const COLUMN = 22; // px per channel when there are many
+  const MAX_COLUMNS = 32; // more channels than this share columns (a long HTTP session has one per POST)
   const ROW_HEIGHT = 24;
   const LEGEND = [["request", "t-request"], ["notification", "t-notification"], ["result", "t-result"],
     ["error", "t-error"], ["HTTP head / stream end", "t-http"], ["SSE event", "t-sse"]];
@@ -42,7 +43,7 @@
       legend.append(item);
     }
     top.append(filterBox, countBox, legend);
-    const panes = el("main", "panes");
+    const panes = el("main", sides.length > 1 ? "panes compare" : "panes");
     for (const side of sides) panes.append(buildSide(side));
     document.body.append(top);
     if (model.differences.length) document.body.append(buildDifferences());
@@ -64,6 +65,7 @@
 
   function buildSide(side) {
     const pane = el("section", "pane");
+    side.pane = pane;
     const meta = el("div", "meta");
     if (sides.length > 1) meta.append(el("strong", "side-title", side.title));
     for (const [name, value] of side.meta) {
@@ -73,10 +75,12 @@
     }
     for (const warning of side.warnings) meta.append(el("span", "warning", "⚠ " + warning));
 
-    const count = Math.max(side.channels.length, 1);
+    const columns = columnsOf(side.channels);
+    side.packed = side.channels.length > MAX_COLUMNS;
+    const count = Math.max(1, ...columns.map((col) => col + 1));
     const wire = Math.max(MIN_WIRE, count * COLUMN);
     const column = wire / count;
-    const x = (c) => (c + 0.5) * column;
+    const x = (c) => (columns[c] + 0.5) * column;
     const diagram = el("div", "diagram");
     diagram.style.setProperty("--wire", `${wire}px`);
     // The header is as tall as the longest (vertical) channel label needs, up to a limit.
@@ -85,9 +89,12 @@
 
     const heads = el("div", "heads");
     const wireHead = el("div", "wire");
-    side.channels.forEach((channel, c) => {
-      const head = el("span", "chhead", channel.label);
-      head.title = channel.label;
+    const headLabels = Array.from({ length: count }, () => []);
+    side.channels.forEach((channel, c) => headLabels[columns[c]].push(side.packed ? channel.name : channel.label));
+    headLabels.forEach((labels, c) => {
+      const text = labels.join(", ");
+      const head = el("span", "chhead", text);
+      head.title = text;
       head.style.left = `${c * column}px`;
       head.style.width = `${column}px`;
       head.style.lineHeight = `${column}px`;
@@ -128,6 +135,19 @@
     return pane;
   }
 
+  // A column per channel; past MAX_COLUMNS, a channel takes the first column free again by its
+  // first row (channels come in order of first frame, so this uses as few columns as can be).
+  function columnsOf(channels) {
+    if (channels.length <= MAX_COLUMNS) return channels.map((_, c) => c);
+    const lastRow = [];
+    return channels.map((channel) => {
+      let column = lastRow.findIndex((last) => last < channel.first);
+      if (column < 0) column = lastRow.push(0) - 1;
+      lastRow[column] = channel.last;
+      return column;
+    });
+  }
+
   function buildRow(side, row, i, openChannels, x) {
     const element = el("div", `row t-${row.type} ${row.dir === "c" ? "c2s" : "s2c"}`);
     element.id = `s${side.index}f${row.seq}`;
@@ -140,7 +160,9 @@
 
     const client = el("div", "lane client");
     const server = el("div", "lane server");
-    (row.dir === "c" ? client : server).append(buildLabel(row));
+    const label = buildLabel(row);
+    if (side.packed && side.channels[row.ch].first === i) label.prepend(el("span", "chtag", side.channels[row.ch].name));
+    (row.dir === "c" ? client : server).append(label);
 
     const wire = el("div", "wire");
     for (const c of openChannels) {
@@ -170,13 +192,14 @@
   function buildLabel(row) {
     const label = el("div", "label");
     label.append(el("span", "what", row.what));
+    // In a comparison the difference is what matters most on a row: first, and cut before it hides.
+    for (const note of row.notes || []) label.append(markElement("diff", `≠ ${note}`, null, note));
     if (row.eid !== undefined) {
       const eventId = el("span", "eid", `id ${row.eid}`);
       eventId.title = `SSE event id ${row.eid}`;
       label.append(eventId);
     }
     for (const [kind, text, target, explanation] of row.marks || []) label.append(markElement(kind, text, target, explanation));
-    for (const note of row.notes || []) label.append(markElement("diff", `≠ ${note.length > 60 ? note.slice(0, 59) + "…" : note}`, null, note));
     if (row.sum) label.append(el("span", "sum", row.sum));
     return label;
   }
@@ -200,17 +223,17 @@
 
   // --- selection and details -------------------------------------------------------------
 
-  function select(side, i) {
-    for (const node of document.querySelectorAll(".row.selected, .row.related")) node.classList.remove("selected", "related");
+  function select(side, i, withDetails = true) {
+    for (const node of side.pane.querySelectorAll(".row.selected, .row.related")) node.classList.remove("selected", "related");
     const row = side.rows[i];
     if (row.g !== undefined) {
       for (const seq of side.groups[row.g].seqs) side.elements[side.bySeq.get(seq)].classList.add("related");
     }
     side.elements[i].classList.add("selected");
-    showDetails(side, row);
+    if (withDetails) showDetails(side, row);
   }
 
-  function jump(side, seq) {
+  function jump(side, seq, withDetails = true) {
     const i = side.bySeq.get(seq);
     if (i === undefined) return;
     const element = side.elements[i];
@@ -222,7 +245,7 @@
     element.classList.remove("flash");
     void element.offsetWidth; // restart the animation
     element.classList.add("flash");
-    select(side, i);
+    select(side, i, withDetails);
   }
 
   function showDetails(side, row) {
@@ -318,14 +341,16 @@
     const count = model.differences.length;
     box.append(el("summary", "", `${count} difference${count === 1 ? "" : "s"}`));
     const list = el("ol");
+    const seqs = (list) => (list.length ? list.map((seq) => `#${seq}`).join(" ") : "—");
     for (const difference of model.differences) {
       const item = el("li");
+      if (difference.severity) item.append(el("b", "severity", `${difference.severity} `));
       const button = el("button", "", difference.note);
       button.addEventListener("click", () => {
-        if (difference.a !== null) jump(sides[0], difference.a);
-        if (difference.b !== null) jump(sides[1], difference.b);
+        if (difference.a.length) jump(sides[0], difference.a[0], false);
+        if (difference.b.length) jump(sides[1], difference.b[0], false);
       });
-      const where = `${sides[0].title} #${difference.a ?? "—"} · ${sides[1].title} #${difference.b ?? "—"}`;
+      const where = `${sides[0].title} ${seqs(difference.a)} · ${sides[1].title} ${seqs(difference.b)}`;
       item.append(button, el("span", "where", where));
       list.append(item);
     }
