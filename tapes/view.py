@@ -177,17 +177,17 @@ def _diagram(cassette: Cassette, title: str, notes: dict[int, list[str]]) -> dic
         channel.label = _channel_label(channel, frames)
     groups = _link_interactions(frames, rows)
     _mark_streams(frames, rows, channels)
-    header_ = cassette.header
+    recorded = cassette.header
     meta = [
-        ["transport", header_.transport],
-        ["server", _server(header_.server)],
-        ["created", header_.created],
+        ["transport", recorded.transport],
+        ["server", _server(recorded.server)],
+        ["created", recorded.created],
         ["protocol", cassette.protocol_version or "unknown"],
         ["frames", str(len(frames))],
-        ["recorded by", header_.tool],
+        ["recorded by", recorded.tool],
     ]
-    if header_.labels:
-        meta.append(["labels", " ".join(f"{key}={value}" for key, value in header_.labels.items())])
+    if recorded.labels:
+        meta.append(["labels", " ".join(f"{key}={value}" for key, value in recorded.labels.items())])
     return {
         "title": title,
         "meta": meta,
@@ -354,7 +354,7 @@ def _link_interactions(frames: Sequence[Frame], rows: list[_Row]) -> list[dict[s
         story = stories.setdefault(id(interaction), _Story(interaction))
         story.add(row, items(row.frame.message)[index])
     for story in stories.values():
-        story.mark(row_of_seq)
+        story.mark()
     _group_http_heads(rows, groups)
     return [{"label": group["label"], "seqs": group["seqs"]} for group in groups.values()]
 
@@ -404,7 +404,7 @@ class _Story:
         elif item["method"] == "notifications/progress" and not from_client:
             self.progress.append(row)
 
-    def mark(self, row_of_seq: dict[int, _Row]) -> None:
+    def mark(self) -> None:
         request, response = self.request, self.response
         request_id = _compact(self.interaction.recorded_id, 40)
         if request is not None and self.progress:
@@ -464,7 +464,7 @@ def _mark_streams(frames: Sequence[Frame], rows: list[_Row], channels: dict[str,
     for index, frame in enumerate(frames):
         row = rows[index]
         info = frame.info or {}
-        if frame.kind is Kind.SSE_EVENT and row.summary == "" and info.get("retry") is not None:
+        if frame.kind is Kind.SSE_EVENT and info.get("retry") is not None:
             row.mark("retry", f"retry {_compact(info['retry'], 12)} ms", None, "the server tells the client when to reconnect")
         if frame.kind is Kind.SSE_EVENT and info.get("id") is not None:
             last_event[_text(info["id"], 200)] = index
