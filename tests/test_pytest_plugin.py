@@ -101,6 +101,16 @@ def test_an_unmatched_request_fails_the_test_naming_the_nearest_candidate(pytest
     result.stdout.fnmatch_lines(['*nearest recorded is tools/call #*differing at /params/arguments/city: "Paris" → "Lima"*'])
 
 
+def test_a_miss_the_code_under_test_swallows_still_fails_the_test_at_teardown(pytester: pytest.Pytester) -> None:
+    run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
+    swallowing = INNER.replace('CITY = "Paris"', 'CITY = "Lima"').replace(
+        "assert anyio.run(forecast, tape_server, CITY).startswith(CITY)",
+        "try:\n        anyio.run(forecast, tape_server, CITY)\n    except Exception:\n        pass")
+    result = run(pytester, "--tape-record-mode=none", source=swallowing)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*replay of *weather.tape did not go as recorded:*", "*unmatched tools/call id *Lima*"])
+
+
 def test_frozen_clock_is_the_recorded_start(pytester: pytest.Pytester) -> None:
     run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
     frozen = INNER.replace('server={', 'freeze_time=True, server={') + '''
