@@ -259,7 +259,12 @@ class HttpReplayer:
         headers = replayed_headers(info.get("headers") or ())
         if _is_event_stream(headers):
             origin = f"{request.url.scheme}://{request.url.netloc}"
-            return _Stream(self._events(session, cursor, origin), info.get("status", 200), headers)
+            status = info.get("status", 200)
+            if log.ended and not self._faults.any_on(cursor.channel):
+                # The whole stream is released already (the common case): write it in one go.
+                body = b"".join([chunk async for chunk in self._events(session, cursor, origin)])
+                return Response(body, status, headers=dict(headers))
+            return _Stream(self._events(session, cursor, origin), status, headers)
         while not log.ended and not session.closing:
             await session.changed()
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)  # type: ignore[union-attr]
@@ -386,6 +391,9 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit it: a response head and body written apart must not wait
+    # for the client's delayed ACK (40 ms per request otherwise).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as error:

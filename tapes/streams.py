@@ -153,6 +153,14 @@ class FaultPlan:
         self._malformed = set(faults.malformed_after)
         self.missing_sessions = faults.missing_sessions
 
+    def any_on(self, channel: str) -> bool:
+        """Whether a stream fault is still to fire on this channel."""
+        return (
+            channel in self._drops
+            or any(at == channel for at, _ in self._delays)
+            or any(at == channel for at, _ in self._malformed)
+        )
+
     def delay_before(self, channel: str, event: int) -> float:
         return self._delays.pop((channel, event), 0.0)
 

@@ -150,7 +150,7 @@ def assert_clean(server: Any) -> None:
 ERAS = {
     "http-2025-11-25": ("streamableHttp", "2025-11-25"),
     "http-2025-06-18": ("streamableHttp", "2025-06-18"),
-    "sse-2024-11-05": ("sse", "2025-11-25"),
+    "sse-2024-11-05": ("sse", "2024-11-05"),
 }
 
 
@@ -182,6 +182,21 @@ def test_sdk_client_gets_the_live_results_from_the_replay(era: str, everything_r
         replayed = sdk_flow(flows.everything_flow, (lambda: sse_client(server.url)) if legacy else server.url)
     assert replayed == live
     assert_clean(server)
+
+
+@pytest.mark.parametrize("name, era", [("everything-http-2025-11-25.tape", "http-2025-11-25"),
+                                       ("everything-sse-2024-11-05.tape", "sse-2024-11-05")])
+def test_committed_cassettes_replay_what_server_everything_answers_live(name: str, era: str, everything_recordings: Any) -> None:
+    _, live = everything_recordings(era)
+    with pytest.MonkeyPatch.context() as patch, replay_server(ROOT / "cassettes" / name) as server:
+        patch.setattr(mcp.client.session, "LATEST_HANDSHAKE_VERSION", ERAS[era][1])
+        legacy = era.startswith("sse")
+        replayed = sdk_flow(flows.everything_flow, (lambda: sse_client(server.url)) if legacy else server.url)
+    assert replayed == live
+    # the committed legacy cassette was recorded without the SDK's server/discover probe
+    lines = server.report_lines
+    assert [line for line in lines if "played" not in line and "unmatched server/discover" not in line] == []
+    assert all(" 0 unused" in line for line in lines if "played" in line), lines
 
 
 def test_session_rules_origin_missing_and_deleted_sessions(everything_recordings: Any) -> None:

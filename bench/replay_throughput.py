@@ -1,0 +1,125 @@
+"""How fast `tapes replay --http` serves a session compared with the real server it was recorded from.
+
+One Streamable HTTP session — initialize, notifications/initialized, then N sequential
+tools/call of an `echo` tool — is recorded through `tapes record --upstream` from an MCPServer of
+the official Python SDK (uvicorn, JSON responses off: SSE streams, as the SDK serves by default).
+Then the same client (plain httpx, sequential, one keep-alive connection) drives the same session
+against the real server and against `tapes replay --http` of the recording, rounds alternating, in
+one run. Prints request rates, their ratio and p50/p99 latency of the tools/call requests.
+
+    python bench/replay_throughput.py [--calls 1000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+TAPES = [sys.executable, "-m", "tapes"]
+
+SDK_SERVER = r"""
+import socket, sys, uvicorn
+from mcp.server.mcpserver import MCPServer
+server = MCPServer(name="bench", version="1.0.0", log_level="WARNING")
+
+@server.tool(description="Answer text at once.")
+def echo(text: str) -> str:
+    return text
+
+sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(128)
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as the replayer does: no delayed-ACK stalls
+print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning")).run(sockets=[sock])
+"""
+
+
+def start(argv: list[str], pattern: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A server process and the URL it prints on stderr."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if match := re.search(pattern, line.decode()):
+            return proc, match[1]
+    raise SystemExit(f"{argv[:4]} exited ({proc.wait()}) without printing its URL")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def session(url: str, calls: int) -> tuple[float, list[float]]:
+    """Drive one session; returns the wall time of the tools/call requests and each one's latency."""
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    with httpx.Client(timeout=30) as http:
+        init = http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        init.raise_for_status()
+        headers["Mcp-Session-Id"] = init.headers["mcp-session-id"]
+        http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}).raise_for_status()
+        latencies = []
+        started = time.perf_counter()
+        for number in range(1, calls + 1):
+            sent = time.perf_counter()
+            answer = http.post(url, headers=headers, json={
+                "jsonrpc": "2.0", "id": number, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": f"call {number}"}}})
+            assert answer.status_code == 200 and f'"id":{number}' in answer.text.replace(" ", ""), answer.text
+            latencies.append(time.perf_counter() - sent)
+        elapsed = time.perf_counter() - started
+        http.delete(url, headers=headers)
+    return elapsed, latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cassette = Path(tmp) / "bench.tape"
+        real, real_url = start([sys.executable, "-c", SDK_SERVER], r"listening on (\S+)")
+        try:
+            recorder, recorder_url = start(
+                [*TAPES, "record", "-o", str(cassette), "--upstream", real_url, "--listen", "127.0.0.1:0"],
+                r"tapes: recording (http://\S+)")
+            session(recorder_url, args.calls)
+            stop(recorder)
+            results: dict[str, list[tuple[float, list[float]]]] = {"real SDK server": [], "tapes replay --http": []}
+            for _ in range(args.rounds):
+                results["real SDK server"].append(session(real_url, args.calls))
+                # a fresh replayer per round: a cassette's session is served once
+                replayer, replay_url = start(
+                    [*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"], r"tapes: replaying at (\S+)")
+                results["tapes replay --http"].append(session(replay_url, args.calls))
+                stop(replayer)
+        finally:
+            stop(real)
+
+    print(f"{args.calls} sequential tools/call per session, {args.rounds} rounds, best round shown")
+    rates = {}
+    for name, rounds in results.items():
+        elapsed, latencies = min(rounds, key=lambda r: r[0])
+        rates[name] = args.calls / elapsed
+        cuts = statistics.quantiles(latencies, n=100)
+        print(f"  {name:22} {rates[name]:8.0f} req/s   p50 {cuts[49] * 1000:6.2f} ms   p99 {cuts[98] * 1000:6.2f} ms")
+    print(f"  replay / real request rate: {rates['tapes replay --http'] / rates['real SDK server']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
