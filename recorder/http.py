@@ -71,14 +71,6 @@ class Upstream:
         return cls(url, parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT (PORT 0 picks a free port)."""
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
-        raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
-    return host.strip("[]"), int(port)
-
-
 # --- the forward path: a mitmproxy addon ---------------------------------------------------------
 
 

@@ -36,7 +36,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tapes.cassette import Cassette, load
-from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, ReplayEngine
+from tapes.control import ReplayControl
+from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action
 from tapes.errors import UserError
 from tapes.frames import Kind
 from tapes.http_rules import (
@@ -78,9 +79,9 @@ class _QuietDrops(logging.Filter):
 class _Session:
     """One recorded session being replayed: its engine, and the stream logs of its exchanges."""
 
-    def __init__(self, recorded: RecordedSession) -> None:
+    def __init__(self, recorded: RecordedSession, control: ReplayControl) -> None:
         self.recorded_id = recorded.session_id
-        self.engine = ReplayEngine(recorded.frames)
+        self.engine = control.engine(recorded.frames)
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
         self.deleted = False
@@ -117,6 +118,7 @@ class ReplayOptions:
     faults: Faults = field(default_factory=Faults)
     allowed_hosts: Sequence[str] = ()  # Origin hosts allowed besides the local ones
     max_body: int = MAX_BODY
+    control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
 
 
 class HttpReplayer:
@@ -126,7 +128,7 @@ class HttpReplayer:
         self.options = options or ReplayOptions()
         self._cassette = cassette
         self._faults = FaultPlan(self.options.faults)
-        self._sessions = [_Session(recorded) for recorded in split_sessions(cassette.frames)]
+        self._sessions = [_Session(recorded, self.options.control) for recorded in split_sessions(cassette.frames)]
         self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
@@ -485,11 +487,3 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     for number, line in enumerate(replayer.report_lines()):
         console.print(f"[{style if number == 0 else 'yellow'}]tapes replay: {line}[/]", soft_wrap=True)
     return 1 if strict and not replayer.clean else 0
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT for --listen (PORT 0 picks a free port)."""
-    host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
-        raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
-    return host.strip("[]"), int(port)

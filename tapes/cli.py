@@ -25,6 +25,14 @@ class _Group(click.Group):
             ctx.exit(2)
 
 
+def _listen_address(text: str) -> tuple[str, int]:
+    """--listen HOST:PORT (PORT 0 picks a free port)."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
+    return host.strip("[]"), int(port)
+
+
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="tapes")
 def main() -> None:
@@ -79,10 +87,10 @@ def record(
 
         sys.exit(record_stdio(list(command), output, before_record=hook))
 
-    from recorder.http import parse_listen, record_http
+    from recorder.http import record_http
     from tapes.redact import RedactionRuleError, RedactionRules
 
-    address = parse_listen(listen)
+    address = _listen_address(listen)
     if no_redact:
         if redact_headers or redact_paths:
             raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
@@ -158,12 +166,14 @@ def replay(
 
         sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path))
 
-    from replayer.http import ReplayOptions, parse_listen, replay_http
+    from replayer.http import ReplayOptions, replay_http
     from tapes.streams import Faults
 
-    host, port = parse_listen(listen or "127.0.0.1:8080")
+    if control.speed is not None:
+        raise UserError("--timing applies to stdio replays only: an HTTP replay sends frames as soon as they are released")
+    host, port = _listen_address(listen or "127.0.0.1:8080")
     faults = Faults.from_options(drop_after, delay, malformed, missing_sessions)
-    options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts)
+    options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)
     sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
 
 
