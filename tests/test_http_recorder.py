@@ -143,8 +143,9 @@ class Recorder:
         self.origin = banner[1]
         self.url = banner[1] + banner[2]  # where the client goes instead of upstream
 
-    def stop(self) -> Cassette:
-        assert self.process.stop(signal.SIGINT) == 0, self.process.rest_of_stderr()
+    def stop(self, signum: int = signal.SIGINT) -> Cassette:
+        """Stop it as a user does (Ctrl-C, or SIGTERM from a supervisor): it exits 0, cassette complete."""
+        assert self.process.stop(signum) == 0, self.process.rest_of_stderr()
         return load(self.cassette)
 
 
@@ -527,7 +528,7 @@ def test_no_redact_keeps_secrets_and_warns(resumable: str, record: Callable[...,
     recorder = record(resumable, "--no-redact")
     with httpx.Client(timeout=TIMEOUT, headers={"Authorization": "Bearer visible"}) as client:
         RawSession(client, recorder.url)
-    cassette = recorder.stop()
+    cassette = recorder.stop(signal.SIGTERM)
     assert "WARNING" in recorder.process.rest_of_stderr()
     assert cassette.header.redaction == ()
     assert b"Bearer visible" in recorder.cassette.read_bytes()
