@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tapes.cassette import CassetteError
 from tapes.frames import STDIO, Frame, Kind
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
 from tapes.matching import Matcher
@@ -167,6 +168,8 @@ class _Indexer:
 
     def walk(self, frames: Sequence[Frame]) -> None:
         for frame in frames:
+            if frame.message is not None:
+                _check_json(frame)
             if frame.from_client:
                 keys = self.client_frame(frame)
                 if keys:
@@ -550,6 +553,14 @@ def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, 
             return item
         return {**item, "params": {**params, "progressToken": owner.live_token}}
     return item
+
+
+def _check_json(frame: Frame) -> None:
+    """A message read from an untrusted cassette must be JSON (msgpack can also hold bytes)."""
+    try:
+        frame.payload  # noqa: B018 - encoding it is the check
+    except (TypeError, ValueError) as error:
+        raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None
 
 
 def _is_json(payload: bytes) -> bool:

@@ -187,3 +187,14 @@ def test_server_output_before_any_client_message_is_released_at_start_and_exit_a
     send(engine, req(1, "ping"))
     [exit_action] = engine.end()
     assert exit_action.frame is not None and exit_action.frame.info == {"code": 0, "signal": None}
+
+
+def test_a_message_holding_bytes_is_refused_in_one_sentence() -> None:
+    import pytest
+
+    from tapes.cassette import CassetteError
+    from tapes.frames import Direction, Kind
+
+    bad = Frame(1, 0.0, Direction.CLIENT_TO_SERVER, "stdio", Kind.MESSAGE, req(1, "ping", {"x": b"\x00"}))
+    with pytest.raises(CassetteError, match="frame 1 holds a message that is not JSON"):
+        ReplayEngine([bad])
