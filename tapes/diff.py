@@ -20,7 +20,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from tapes.cassette import Cassette
-from tapes.matching import _MISSING, Difference, differences
+from tapes.matching import MISSING, Difference, differences
 from tapes.normalize import Noise, Session, Step, session
 
 BREAKING = "breaking"
@@ -46,7 +46,7 @@ class Delta:
 
 
 def _present(value: Any) -> Any:
-    return None if value is _MISSING else value
+    return None if value is MISSING else value
 
 
 def _short(value: Any, limit: int = 70) -> str:

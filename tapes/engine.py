@@ -370,6 +370,19 @@ class ReplayEngine:
             self._consume(self._end.popleft())
         return self._release()
 
+    def interactions_by_item(self) -> dict[ItemKey, Interaction]:
+        """The interaction each recorded message item (frame seq, index in a batch) belongs to, on
+        both sides, as this engine ties them (for views of a session)."""
+        owners: dict[ItemKey, Interaction] = {}
+        for interaction in self._interactions:
+            for key in (*interaction.client_items, *interaction.cancel_items):
+                owners[key] = interaction
+            for server_item in interaction.server_items:
+                for index, owner in enumerate(server_item.owners):
+                    if owner is interaction:
+                        owners[(server_item.frame.seq, index)] = interaction
+        return owners
+
     @property
     def report(self) -> Report:
         self._report.unused = [i.describe() for i in self._interactions if not i.matched]

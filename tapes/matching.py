@@ -21,7 +21,7 @@ VOLATILE_PATHS: dict[str, tuple[str, ...]] = {
     "initialize": ("/clientInfo",),
 }
 
-_MISSING = object()
+MISSING = object()
 
 
 def _unescape(token: str) -> str:
@@ -35,12 +35,12 @@ def _escape(token: str) -> str:
 def _without(value: Any, tokens: list[str]) -> Any:
     """`value` with the member at `tokens` removed (copying only along the path)."""
     if not tokens:
-        return _MISSING
+        return MISSING
     head, rest = tokens[0], tokens[1:]
     if isinstance(value, dict) and head in value:
         inner = _without(value[head], rest)
         copy = dict(value)
-        if inner is _MISSING:
+        if inner is MISSING:
             del copy[head]
         else:
             copy[head] = inner
@@ -48,7 +48,7 @@ def _without(value: Any, tokens: list[str]) -> Any:
     if isinstance(value, list) and head.isdigit() and int(head) < len(value):
         inner = _without(value[int(head)], rest)
         copy = list(value)
-        if inner is _MISSING:
+        if inner is MISSING:
             del copy[int(head)]
         else:
             copy[int(head)] = inner
@@ -56,14 +56,14 @@ def _without(value: Any, tokens: list[str]) -> Any:
     return value
 
 
-def _canonical(value: Any) -> Any:
+def canonical(value: Any) -> Any:
     """JSON numbers compare by value (1 == 1.0) but never equal a boolean."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {key: _canonical(item) for key, item in value.items()}
+        return {key: canonical(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_canonical(item) for item in value]
+        return [canonical(item) for item in value]
     return value
 
 
@@ -78,7 +78,7 @@ class Difference:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    if value is _MISSING:
+    if value is MISSING:
         return "(absent)"
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -89,7 +89,7 @@ def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
     if isinstance(recorded, dict) and isinstance(live, dict):
         found: list[Difference] = []
         for key in list(recorded) + [k for k in live if k not in recorded]:
-            found += differences(recorded.get(key, _MISSING), live.get(key, _MISSING), f"{path}/{_escape(key)}")
+            found += differences(recorded.get(key, MISSING), live.get(key, MISSING), f"{path}/{_escape(key)}")
         return found
     if isinstance(recorded, list) and isinstance(live, list) and len(recorded) == len(live):
         found = []
@@ -99,8 +99,8 @@ def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
     if type(recorded) is bool or type(live) is bool:
         same = recorded is live
     else:
-        same = recorded is not _MISSING and live is not _MISSING and _canonical(recorded) == _canonical(live)
-        same = same or (recorded is _MISSING and live is _MISSING)
+        same = recorded is not MISSING and live is not MISSING and canonical(recorded) == canonical(live)
+        same = same or (recorded is MISSING and live is MISSING)
     return [] if same else [Difference(path, recorded, live)]
 
 
@@ -122,11 +122,11 @@ class Matcher:
         for pointer in self._ignore["*"] + self._ignore.get(method, []):
             tokens = [_unescape(token) for token in pointer.split("/")[1:]]
             stripped = _without(params, tokens)
-            params = None if stripped is _MISSING else stripped
+            params = None if stripped is MISSING else stripped
         return params
 
     def key(self, method: str, params: Any) -> Hashable:
-        relevant = _canonical(self.relevant(method, params))
+        relevant = canonical(self.relevant(method, params))
         return method, json.dumps(relevant, sort_keys=True, ensure_ascii=False)
 
     def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
@@ -168,7 +168,7 @@ class ParamsSubsetMatcher(MethodMatcher):
 
     def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
         # the only differences allowed are members the recording does not have
-        return all(found.recorded is _MISSING for found in self.differences(recorded, live))
+        return all(found.recorded is MISSING for found in self.differences(recorded, live))
 
 
 class CallableMatcher(MethodMatcher):

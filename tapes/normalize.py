@@ -27,7 +27,7 @@ from tapes.cassette import Cassette
 from tapes.engine import header
 from tapes.frames import STDIO, Direction, Frame, Kind
 from tapes.jsonrpc import MessageType, classify, items
-from tapes.matching import _canonical
+from tapes.matching import canonical
 
 MODERN_VERSIONS = ("2026-07-28",)  # stateless: no initialize, per-request _meta envelope
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
@@ -92,7 +92,7 @@ class Noise:
     def clean(self, value: Any) -> Any:
         for name in self.rules:
             value = NOISE_RULES[name](value)
-        return _canonical(value)
+        return canonical(value)
 
     def strip(self, document: Any) -> Any:
         for pointer in self.ignore:
@@ -458,7 +458,7 @@ def _retry_lookup(method: str, params: dict[str, Any]) -> Any:
     if params.get("requestState") is not None:
         return params["requestState"]
     rest = {k: v for k, v in params.items() if k not in (*_RETRY_FIELDS, "_meta")}
-    return method, json.dumps(_canonical(rest), sort_keys=True)
+    return method, json.dumps(canonical(rest), sort_keys=True)
 
 
 def _transport_name(cassette: Cassette) -> str:

@@ -76,7 +76,7 @@ def _header_block(cassette: Cassette) -> Table:
     grid.add_column()
     rows = [
         ("transport", header.transport),
-        ("server", _server(header.server)),
+        ("server", server_text(header.server)),
         ("created", header.created),
         ("protocol", cassette.protocol_version or "unknown"),
         ("frames", str(len(cassette.frames))),
@@ -93,13 +93,13 @@ def _header_block(cassette: Cassette) -> Table:
     return grid
 
 
-def _server(server: dict[str, Any]) -> str:
+def server_text(server: dict[str, Any]) -> str:
     command = server.get("command")
     if isinstance(command, list) and all(isinstance(part, str) for part in command):
         return shlex.join(command)
     if isinstance(server.get("url"), str):
         return server["url"]
-    return _compact(server, 200)
+    return compact(server, 200)
 
 
 # --- rows -----------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ class _Rows:
         seq_width, time_width, _, channel_width, what_width, summary_width = self.layout.widths()
         too_narrow = self.layout.width > options.max_width  # for even the narrowest columns
         for frame in self.frames:
-            what, summary, style = _describe(frame, summary_width)
+            what, summary, style = describe(frame, summary_width)
             row = [
                 Segment(str(frame.seq).rjust(seq_width) + " "),
                 Segment(_offset(frame.t).rjust(time_width), _DIM),
@@ -174,7 +174,7 @@ def _clean(text: str) -> str:
 # --- what a frame is ------------------------------------------------------------------------
 
 
-def _describe(frame: Frame, limit: int) -> tuple[str, str, Style]:
+def describe(frame: Frame, limit: int) -> tuple[str, str, Style]:
     """(what, summary, style of what) for one frame; the summary is built to about `limit` cells."""
     label = frame.kind.value.replace("_", " ")
     if frame.message is not None:
@@ -190,7 +190,7 @@ def _describe(frame: Frame, limit: int) -> tuple[str, str, Style]:
         if frame.data is not None:  # e.g. the data of an SSE event that is not JSON-RPC, or empty
             fields["data"] = frame.data[: limit * 4].decode("utf-8", "replace")
         what, style = label, _PLAIN
-        summary = " ".join(f"{key}={_compact(value, limit)}" for key, value in fields.items())
+        summary = " ".join(f"{key}={compact(value, limit)}" for key, value in fields.items())
     if frame.partial:
         what += " (partial)"
     return what, summary, style
@@ -209,7 +209,7 @@ def _message_what(message: Any, kind: MessageType) -> str:
     if kind is MessageType.RESULT:
         return f"result #{_id(message['id'])}"
     if kind is MessageType.ERROR:
-        return f"error #{_id(message['id'])} {_compact(message['error'].get('code'), 20)}"
+        return f"error #{_id(message['id'])} {compact(message['error'].get('code'), 20)}"
     if kind is MessageType.BATCH:
         return f"batch [{len(message)}]"
     return "invalid JSON-RPC"
@@ -217,14 +217,14 @@ def _message_what(message: Any, kind: MessageType) -> str:
 
 def _message_summary(message: Any, kind: MessageType, limit: int) -> str:
     if kind in (MessageType.REQUEST, MessageType.NOTIFICATION):
-        return _compact(message["params"], limit) if "params" in message else ""
+        return compact(message["params"], limit) if "params" in message else ""
     if kind is MessageType.RESULT:
-        return _compact(message["result"], limit)
+        return compact(message["result"], limit)
     if kind is MessageType.ERROR:
         error = message["error"]
         text = error.get("message")
-        summary = text if isinstance(text, str) else _compact(text, limit)
-        return f"{summary} {_compact(error['data'], limit)}" if "data" in error else summary
+        summary = text if isinstance(text, str) else compact(text, limit)
+        return f"{summary} {compact(error['data'], limit)}" if "data" in error else summary
     if kind is MessageType.BATCH:
         parts: list[str] = []
         size = 0
@@ -234,18 +234,18 @@ def _message_summary(message: Any, kind: MessageType, limit: int) -> str:
             if size > limit:
                 break
         return ", ".join(parts)
-    return _compact(message, limit)
+    return compact(message, limit)
 
 
 def _id(value: Any) -> str:
-    return str(value) if type(value) is int else _compact(value, 40)
+    return str(value) if type(value) is int else compact(value, 40)
 
 
 class _Full(Exception):
     pass
 
 
-def _compact(value: Any, limit: int) -> str:
+def compact(value: Any, limit: int) -> str:
     """Compact one-line JSON of `value`, cut at about `limit` characters. Stops walking as soon
     as the limit is reached: a 30 MB tool result costs as much as a small one."""
     parts: list[str] = []

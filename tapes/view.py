@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
-from tapes.cassette import Cassette
+from tapes.cassette import Cassette, CassetteError
 from tapes.engine import Interaction, ReplayEngine, header
 from tapes.frames import STDIO, Frame, Kind
 from tapes.jsonrpc import MessageType, classify, items
 from tapes.sessions import split_sessions
-from tapes.show import _compact, _describe, _server
+from tapes.show import compact, describe, server_text
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
@@ -180,7 +180,7 @@ def _diagram(cassette: Cassette, title: str, notes: dict[int, list[str]]) -> dic
     recorded = cassette.header
     meta = [
         ["transport", recorded.transport],
-        ["server", _server(recorded.server)],
+        ["server", server_text(recorded.server)],
         ["created", recorded.created],
         ["protocol", cassette.protocol_version or "unknown"],
         ["frames", str(len(frames))],
@@ -205,11 +205,11 @@ def _label(frame: Frame) -> tuple[str, str, str]:
         return f"{_text(info.get('method'), 20)} {_text(info.get('path'), 80)}", "", "http"
     if frame.kind is Kind.HTTP_RESPONSE:
         content_type = header(info, "content-type") or ""
-        return f"HTTP {_compact(info.get('status'), 10)} {_text(content_type, 40)}".rstrip(), "", "http"
+        return f"HTTP {compact(info.get('status'), 10)} {_text(content_type, 40)}".rstrip(), "", "http"
     if frame.kind is Kind.STREAM_END:
         reason = info.get("reason")
         what = {"client_disconnect": "client disconnected", "upstream_error": "upstream error"}.get(
-            reason if isinstance(reason, str) else "", f"stream end ({_compact(reason, 30)})"
+            reason if isinstance(reason, str) else "", f"stream end ({compact(reason, 30)})"
         )
         detail = info.get("detail")
         return what, "" if detail is None else _text(detail, SUMMARY_LIMIT), "end"
@@ -220,21 +220,21 @@ def _label(frame: Frame) -> tuple[str, str, str]:
         event = info.get("event")
         return f"sse {_text(event, 30) if event else 'event'}", data[:SUMMARY_LIMIT], "sse"
     if frame.kind is Kind.EXIT:
-        return "exit", " ".join(f"{key}={_compact(value, 20)}" for key, value in info.items()), "exit"
-    what, summary, _ = _describe(frame, SUMMARY_LIMIT)
+        return "exit", " ".join(f"{key}={compact(value, 20)}" for key, value in info.items()), "exit"
+    what, summary, _ = describe(frame, SUMMARY_LIMIT)
     if frame.kind is Kind.SSE_EVENT:
         what = what.removeprefix("sse event ")  # its event id says it came as an SSE event
     kind = classify(frame.message).value if frame.message is not None else frame.kind.value
     what = what.removeprefix("notification ")  # its method says so: notifications/…
     if kind == "notification" and frame.message.get("method") == "notifications/progress":
         params = frame.message.get("params") or {}
-        total = f"/{_compact(params.get('total'), 12)}" if "total" in params else ""
-        what = f"progress {_compact(params.get('progress'), 12)}{total}"
+        total = f"/{compact(params.get('total'), 12)}" if "total" in params else ""
+        what = f"progress {compact(params.get('progress'), 12)}{total}"
     return what, summary[: SUMMARY_LIMIT + 1], kind
 
 
 def _text(value: Any, limit: int) -> str:
-    return value[:limit] if isinstance(value, str) else _compact(value, limit)
+    return value[:limit] if isinstance(value, str) else compact(value, limit)
 
 
 def _event_id(frame: Frame) -> str | None:
@@ -268,7 +268,7 @@ def _channel_label(channel: _Channel, frames: Sequence[Frame]) -> str:
     if method == "POST":
         body = frames[channel.request_row + 1] if channel.request_row + 1 < len(frames) else None
         if body is not None and body.channel == channel.name and body.from_client and body.message is not None:
-            what, _, _ = _describe(body, 0)
+            what, _, _ = describe(body, 0)
             return f"{channel.name} POST {what.split(' ', 1)[-1]}"
         return f"{channel.name} POST"
     if method == "GET":
@@ -318,22 +318,13 @@ def _jsonable(value: Any) -> Any:
 
 def _owners(frames: Sequence[Frame]) -> dict[tuple[int, int], Interaction]:
     """The interaction each message item (frame seq, index in a batch) belongs to, exactly as the
-    replay engine ties them. Reads the engine's index directly: engine.py has no public helper
-    for this yet."""
+    replay engine ties them."""
     owners: dict[tuple[int, int], Interaction] = {}
     for session in split_sessions(frames):  # ids are only unique within an HTTP session
         try:
-            engine = ReplayEngine(session.frames)
-        except (TypeError, ValueError, KeyError, RecursionError):
+            owners.update(ReplayEngine(session.frames).interactions_by_item())
+        except CassetteError:
             continue  # e.g. msgpack bytes inside a message: the page shows the frames unlinked
-        for interaction in engine._interactions:
-            for key in interaction.client_items:
-                owners[key] = interaction
-        waiting = [*engine._ready, *(item for items_ in engine._dependents.values() for item in items_)]
-        for server_item in waiting:
-            for index, owner in enumerate(server_item.owners):
-                if owner is not None:
-                    owners[(server_item.frame.seq, index)] = owner
     return owners
 
 
@@ -406,7 +397,7 @@ class _Story:
 
     def mark(self) -> None:
         request, response = self.request, self.response
-        request_id = _compact(self.interaction.recorded_id, 40)
+        request_id = compact(self.interaction.recorded_id, 40)
         if request is not None and self.progress:
             request.mark("progress", f"progress ×{len(self.progress)}", self.progress[0].frame.seq,
                          f"{len(self.progress)} progress notifications report on this request")
@@ -440,7 +431,7 @@ class _Story:
         for server_request_id, answer in self.answers:
             asked = self.server_requests.get(server_request_id)
             if asked is not None:
-                answer.mark("answer", f"↪ answers server #{_compact(server_request_id[1], 40)}", asked.frame.seq,
+                answer.mark("answer", f"↪ answers server #{compact(server_request_id[1], 40)}", asked.frame.seq,
                             f"the client's answer to the server's request (frame {asked.frame.seq})")
                 asked.mark("answer", f"↩ answered at {answer.frame.seq}", answer.frame.seq,
                            f"the client answered this request in frame {answer.frame.seq}")
@@ -465,7 +456,7 @@ def _mark_streams(frames: Sequence[Frame], rows: list[_Row], channels: dict[str,
         row = rows[index]
         info = frame.info or {}
         if frame.kind is Kind.SSE_EVENT and info.get("retry") is not None:
-            row.mark("retry", f"retry {_compact(info['retry'], 12)} ms", None, "the server tells the client when to reconnect")
+            row.mark("retry", f"retry {compact(info['retry'], 12)} ms", None, "the server tells the client when to reconnect")
         if frame.kind is Kind.SSE_EVENT and info.get("id") is not None:
             last_event[_text(info["id"], 200)] = index
         elif frame.kind is Kind.STREAM_END and info.get("reason") in ("client_disconnect", "upstream_error"):

@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "EVERYTHING_SAMPLING_PROMPT",
     "NOTES_QUESTION",
+    "Observer",
     "SAMPLING_MODEL",
     "ROOTS",
     "Tap",
@@ -77,7 +78,7 @@ def _stable(value: Any) -> Any:
     return value
 
 
-class _Observer:
+class Observer:
     """Deterministic client callbacks that remember what the server asked for."""
 
     def __init__(self) -> None:
@@ -127,7 +128,7 @@ def connect(
     argv: Sequence[str],
     *,
     mode: str = "auto",
-    observer: _Observer | None = None,
+    observer: Observer | None = None,
     tap: Tap | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Client:
@@ -206,7 +207,7 @@ async def everything_flow(
     sampling (trigger-sampling-request result), cancelled ({cancelled, result, progress_before_cancel}),
     after_cancel (an echo on the same session), observed ({sampling_requests}).
     """
-    observer = _Observer()
+    observer = Observer()
     out: dict[str, Any] = {}
     with anyio.fail_after(timeout):
         async with connect(argv, mode=mode, observer=observer, tap=tap, timeout=timeout) as client:
@@ -274,7 +275,7 @@ async def notes_flow(
     cancelled ({cancelled, result, progress_before_cancel}), after_cancel (count(1) on the same
     session), observed ({sampling_requests, roots_requests}).
     """
-    observer = _Observer()
+    observer = Observer()
     out: dict[str, Any] = {}
     with anyio.fail_after(timeout):
         async with connect(argv, mode=mode, observer=observer, tap=tap, timeout=timeout) as client:

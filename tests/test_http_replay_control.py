@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 from conftest import ROOT
-from flows import _Observer as Observer
+from flows import Observer
 from mcp import Client, MCPError
 
 from replayer.http import ReplayOptions, replay_server

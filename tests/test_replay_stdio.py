@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import TAPES
-from flows import _Observer as Observer
+from flows import Observer
 from flows import connect, everything_flow, notes_flow
 from mcp import MCPError
 
