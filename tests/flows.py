@@ -125,22 +125,29 @@ class _Progress:
 
 
 def connect(
-    argv: Sequence[str],
+    server: Sequence[str] | str | Callable[[], Any],
     *,
     mode: str = "auto",
     observer: Observer | None = None,
     tap: Tap | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Client:
-    """An SDK `Client` for the stdio server `argv` (not entered yet).
+    """An SDK `Client` (not entered yet) for `server`: a stdio server's argv, a Streamable HTTP
+    URL, or a factory of a transport (e.g. the legacy SSE client).
 
     The response cache is off, so every call in a flow reaches the wire (and a recording).
     """
-    argv = list(argv)
-    if not argv:
-        raise ValueError("argv must name the server command")
+    if isinstance(server, str):
+        target: Any = server
+    elif callable(server):
+        target = server()
+    else:
+        argv = list(server)
+        if not argv:
+            raise ValueError("argv must name the server command")
+        target = StdioServerParameters(command=argv[0], args=argv[1:])
     return Client(
-        StdioServerParameters(command=argv[0], args=argv[1:]),
+        target,
         mode=mode,
         read_timeout_seconds=timeout,
         sampling_callback=observer.sampling if observer else None,
