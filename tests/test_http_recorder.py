@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -29,70 +28,15 @@ from mcp.client.sse import sse_client
 
 import flows
 from conftest import EVERYTHING_JS, ROOT, TAPES
+from processes import TIMEOUT, Process, free_port
 from tapes.cassette import Cassette, load
 from tapes.frames import Direction, Frame, Kind
 
 RESUMABLE_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "resumable_server.py")]
-TIMEOUT = 20.0
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 
 
 # --- peers -------------------------------------------------------------------------------------
-
-
-class Process:
-    """A subprocess whose stderr is read line by line on a thread, so waits on it are bounded."""
-
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.argv = argv
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})},
-        )
-        self.stderr: list[str] = []
-        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._lines.put(line.decode(errors="replace"))
-        self._lines.put(None)
-
-    def wait_for(self, pattern: str, timeout: float = TIMEOUT) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"{self.argv[:4]} printed no {pattern!r} in {timeout} s: {self.stderr}") from None
-            if line is None:
-                raise AssertionError(f"{self.argv[:4]} exited ({self.proc.wait()}) before {pattern!r}: {self.stderr}")
-            self.stderr.append(line)
-            if match := re.search(pattern, line):
-                return match
-
-    def stop(self, signum: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signum)
-        try:
-            return self.proc.wait(TIMEOUT)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-
-    def rest_of_stderr(self) -> str:
-        self.proc.wait(TIMEOUT)
-        while (line := self._lines.get(timeout=TIMEOUT)) is not None:
-            self.stderr.append(line)
-        return "".join(self.stderr)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_everything(mode: str) -> tuple[Process, str]:

@@ -6,16 +6,11 @@ official SDK client or a plain httpx client."""
 from __future__ import annotations
 
 import functools
-import json
-import os
-import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +27,7 @@ from mcp.client.sse import sse_client
 
 import flows
 from conftest import EVERYTHING_JS, ROOT, TAPES
+from processes import TIMEOUT, Process, free_port
 from tapes.cassette import Cassette, load, save
 from tapes.frames import Kind
 from tapes.sessions import split_sessions
@@ -39,52 +35,11 @@ from tapes.sse import SSEEvent, SSEParser
 from tapes.streams import MALFORMED_EVENT, Faults
 from replayer.http import ReplayOptions, replay_server
 
-TIMEOUT = 20.0
 RESUMABLE_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "resumable_server.py")]
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 # --- peers and recording -----------------------------------------------------------------------
-
-
-class Process:
-    """A subprocess whose stderr lines are read on a thread, so every wait on it is bounded."""
-
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
-        self.lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line.decode(errors="replace"))
-        self.lines.put(None)
-
-    def wait_for(self, pattern: str) -> re.Match[str]:
-        deadline = time.monotonic() + TIMEOUT
-        while (line := self.lines.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
-            self.seen.append(line)
-            if match := re.search(pattern, line):
-                return match
-        raise AssertionError(f"exited ({self.proc.wait()}) before printing {pattern!r}: {self.seen}")
-
-    def stop(self, signum: int = signal.SIGTERM) -> str:
-        """Signal, wait for the exit and return the rest of stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signum)
-        self.proc.wait(TIMEOUT)
-        while (line := self.lines.get(timeout=TIMEOUT)) is not None:
-            self.seen.append(line)
-        return "".join(self.seen)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -393,7 +348,8 @@ def test_tapes_replay_http_command(ticks_recording: tuple[Cassette, list[SSEEven
     with httpx.Client(timeout=TIMEOUT) as http:
         with RawSession(http, url).ticks() as response:
             assert read_events(response) == live
-    stderr = replayer.stop(signal.SIGINT)
+    replayer.stop(signal.SIGINT)
+    stderr = replayer.rest_of_stderr()
     assert replayer.proc.returncode == 0, stderr
     assert re.search(r"tapes replay: played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
 
