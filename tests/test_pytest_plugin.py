@@ -4,7 +4,6 @@ failing the test, the frozen clock, pytest-xdist, and the race policies over 100
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from pathlib import Path
 
