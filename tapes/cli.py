@@ -249,7 +249,8 @@ def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
 @main.command()
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False))
-@click.option("--format", "output_format", type=_FORMATS, default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice([*_FORMATS.choices, "html"]), default="text",
+              show_default=True, help="html: the two sessions side by side as a page (see tapes view).")
 @click.option("--fail-on", type=click.Choice(["any", "breaking"]), default="any", show_default=True,
               help="Exit 1 on any difference, or only on breaking ones.")
 @_noise_options
@@ -258,7 +259,13 @@ def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tupl
     from tapes.cassette import load
     from tapes.diff import diff_cassettes
 
-    report = diff_cassettes(load(old), load(new), old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
+    old_cassette, new_cassette = load(old), load(new)
+    report = diff_cassettes(old_cassette, new_cassette, old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
+    if output_format == "html":
+        from tapes.view import render_diff
+
+        click.echo(render_diff(report, old_cassette, new_cassette))
+        sys.exit(report.exit_code(fail_on))
     _emit_diff(report, output_format, fail_on)
 
 

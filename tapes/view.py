@@ -26,6 +26,7 @@ from importlib.resources import files
 from typing import Any
 
 from tapes.cassette import Cassette, CassetteError
+from tapes.diff import DiffReport
 from tapes.engine import Interaction, ReplayEngine, header
 from tapes.frames import STDIO, Frame, Kind
 from tapes.jsonrpc import MessageType, classify, items
@@ -481,3 +482,24 @@ def _stream_end_row(rows: list[_Row], channel: int, after: int) -> _Row | None:
         if row.channel == channel and row.frame.kind is Kind.STREAM_END:
             return row
     return None
+
+
+def render_diff(report: DiffReport, old: Cassette, new: Cassette) -> str:
+    """The page of `tapes diff --format html`: both sessions side by side, each change and each
+    same-behaviour-in-another-form mapping highlighted on the frames it concerns."""
+    differences = [
+        Difference(
+            f"{change.section} {change.kind}: {change.subject}"
+            + (f" ({'; '.join(delta.describe() for delta in change.deltas[:3])})" if change.deltas else ""),
+            change.frames[0],
+            change.frames[1],
+            change.severity,
+        )
+        for change in report.changes
+    ]
+    differences += [
+        Difference(equivalence.describe(), equivalence.frames[0], equivalence.frames[1], "equivalent")
+        for equivalence in report.equivalences
+    ]
+    return render_comparison(old, new, differences, titles=(report.old_name, report.new_name))
+

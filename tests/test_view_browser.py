@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, TAPES
 
 from tapes.cassette import Cassette, Header, load
 from tapes.frames import Direction, Frame, Kind, http_channel
@@ -310,3 +310,17 @@ def test_a_thousand_frames_over_many_streams_draw(browser: Browser, tmp_path: Pa
     assert browser.evaluate("document.querySelectorAll('.chhead').length") == 1
     assert visible_texts(browser, "#s0f1 .chtag") == ["http:1"]
     browser.screenshot(screenshots / "long.png")
+
+
+def test_tapes_diff_html_shows_the_cross_era_mapping(browser: Browser, tmp_path: Path, screenshots: Path) -> None:
+    old, new = (str(ROOT / "cassettes" / f"notes-stdio-{era}.tape") for era in ("2025-11-25", "2026-07-28"))
+    done = subprocess.run([*TAPES, "diff", old, new, "--format", "html"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == ""
+    open_page(browser, done.stdout, tmp_path / "diff.html")
+    assert browser.evaluate("document.querySelectorAll('section.pane').length") == 2
+    summaries = visible_texts(browser, "details.diffs summary")
+    assert len(summaries) == 1 and summaries[0].endswith("differences")
+    notes = browser.evaluate("[...document.querySelectorAll('details.diffs li')].map(li => li.textContent).join('\\n')")
+    assert "tools/call ask_model: same behaviour, expressed as in 2026-07-28" in notes
+    assert "protocol version" in notes
+    browser.screenshot(screenshots / "diff.png")
