@@ -56,7 +56,7 @@ from tapes.http_rules import (
 )
 from tapes.jsonrpc import MessageType, classify, decode, encode
 from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
-from tapes.streams import MALFORMED_EVENT, Cursor, FaultPlan, Faults, StreamBook, sse_bytes
+from tapes.streams import MALFORMED_EVENT, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
 MAX_BODY = 4 * 1024 * 1024
 """Largest request body accepted (413 beyond), in bytes."""
@@ -87,6 +87,11 @@ class _Session:
         self.deleted = False
         heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
         self.opening_method = heads[0].get("method") if heads else None
+        # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
+        self.legacy_stream = next(
+            (f.channel for f in recorded.frames if f.kind is Kind.HTTP_REQUEST and f.info and f.info.get("method") == "GET"),
+            None,
+        ) if self.opening_method == "GET" else None
         self.http_methods = {head.get("method") for head in heads}
         self.rpc_methods = {
             frame.message.get("method")
@@ -196,6 +201,10 @@ class HttpReplayer:
         reception = session.engine.receive(body)
         made_up = session.perform(reception.actions)
         if reception.channel is None:
+            if session.legacy_stream is not None and made_up:
+                # a legacy client reads answers from its SSE stream only: the POST just gets its 202
+                session.perform([as_stream_message(session.legacy_stream, reply) for reply in made_up])
+                return Response(status_code=202)
             return _made_up(made_up)
         return await self._exchange(request, session, Cursor(reception.channel))
 

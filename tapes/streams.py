@@ -12,12 +12,13 @@ it, which is how "events k+1.. of that stream, none twice, none of another strea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tapes.engine import Action
 from tapes.errors import UserError
-from tapes.frames import Kind
+from tapes.frames import Direction, Frame, Kind
 from tapes.sse import SSEEvent, encode_event
 
 MALFORMED_EVENT = b'event: message\ndata: {"jsonrpc": "2.0", "method": \n\n'
@@ -103,6 +104,15 @@ class StreamBook:
         if channel is None:
             return None
         return Cursor(channel, self._logs[channel].after_event[last_event_id])
+
+
+def as_stream_message(channel: str, reply: Action) -> Action:
+    """A reply the engine made up, sent as a `message` event on `channel`: on a legacy
+    HTTP+SSE session that stream is the only place a client reads answers from."""
+    message = json.loads(reply.payload)
+    frame = Frame(0, 0.0, Direction.SERVER_TO_CLIENT, channel, Kind.SSE_EVENT, message,
+                  info={"id": None, "event": "message", "retry": None})
+    return Action(frame, reply.payload)
 
 
 def sse_bytes(action: Action) -> bytes:

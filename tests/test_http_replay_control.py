@@ -35,3 +35,30 @@ def test_repeats_policy_applies_over_http() -> None:
     allowing = ReplayOptions(control=ReplayControl.build(repeats="allow"))
     with replay_server(CASSETTE, options=allowing) as server:
         assert anyio.run(echo_twice, server.url) == ["Echo: hello", "Echo: hello"]
+
+
+def test_a_legacy_client_gets_its_miss_on_the_sse_stream_not_a_hang() -> None:
+    from mcp.client.sse import sse_client
+
+    async def ask_unrecorded(url: str) -> str:
+        """A client offering the SDK's newest version: the recorded 2024-11-05 initialize does not match."""
+        said = "answered"
+        with anyio.fail_after(15):  # a reply left in the POST body would leave the client waiting
+            try:
+                async with Client(sse_client(url), mode="legacy", cache=None) as client:
+                    await client.call_tool("echo", {"message": "never recorded"})
+            except* MCPError as raised:  # the SDK raises it out of its task group
+                said = str(_first(raised))
+        return said
+
+    with replay_server(ROOT / "cassettes" / "everything-sse-2024-11-05.tape") as server:
+        message = anyio.run(ask_unrecorded, server.url)
+    assert message.startswith("mcp-tapes: no recorded request matches initialize")
+    assert "/params/protocolVersion" in message
+
+
+def _first(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
