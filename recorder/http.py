@@ -235,11 +235,14 @@ def record_http(
     listen: tuple[str, int],
     rules: RedactionRules,
     confdir: str = DEFAULT_CONFDIR,
+    upstream_ca: str | None = None,
     banner: TextIO = sys.stderr,
     before_record: FrameHook | None = None,
 ) -> int:
     """Record through a reverse proxy to `upstream`, or a forward proxy when `upstream` is None,
-    until SIGINT or SIGTERM; returns the exit code."""
+    until SIGINT or SIGTERM; returns the exit code.
+
+    `upstream_ca` (a PEM file) replaces the default CA bundle for verifying HTTPS upstreams."""
     target = Upstream.parse(upstream) if upstream is not None else None
     header = Header(
         transport="http",
@@ -248,13 +251,18 @@ def record_http(
     )
     sink = _CassetteSink(output, header, Redactor(rules), before_record)
     try:
-        return asyncio.run(_serve(sink, target, listen, confdir, banner))
+        return asyncio.run(_serve(sink, target, listen, confdir, banner, upstream_ca))
     finally:
         sink.close()
 
 
 async def _serve(
-    sink: _CassetteSink, target: Upstream | None, listen: tuple[str, int], confdir: str, banner: TextIO
+    sink: _CassetteSink,
+    target: Upstream | None,
+    listen: tuple[str, int],
+    confdir: str,
+    banner: TextIO,
+    upstream_ca: str | None = None,
 ) -> int:
     host, port = listen
     opts = options.Options(
@@ -270,6 +278,8 @@ async def _serve(
     # Connect upstream per request, not when the client connects: an upstream that is down
     # then fails that request with a 502 (recorded), not the client's connection.
     opts.update(connection_strategy="lazy")
+    if upstream_ca is not None:
+        opts.update(ssl_verify_upstream_trusted_ca=os.path.abspath(os.path.expanduser(upstream_ca)))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, master.shutdown)

@@ -54,6 +54,13 @@ def main() -> None:
 @click.option(
     "--ca-dir", default="~/.mitmproxy", show_default=True, help="Where --proxy keeps (or creates) its TLS CA."
 )
+@click.option(
+    "--upstream-ca",
+    metavar="PEM",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Verify upstream HTTPS servers' certificates against this CA file (PEM) instead of the default "
+    "bundle (certifi), e.g. for a self-signed or internal CA. Verification stays on.",
+)
 @click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function first.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(
@@ -65,6 +72,7 @@ def record(
     redact_paths: tuple[str, ...],
     no_redact: bool,
     ca_dir: str,
+    upstream_ca: str | None,
     before_record: str | None,
     command: tuple[str, ...],
 ) -> None:
@@ -85,6 +93,8 @@ def record(
     if command:
         from recorder.stdio import record_stdio
 
+        if upstream_ca:
+            raise UserError("--upstream-ca only applies to an HTTP recording (--upstream or --proxy)")
         sys.exit(record_stdio(list(command), output, before_record=hook))
 
     from recorder.http import record_http
@@ -102,7 +112,8 @@ def record(
             rules = RedactionRules.default(redact_headers, redact_paths)
         except RedactionRuleError as error:
             raise UserError(str(error)) from None
-    sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir, before_record=hook))
+    sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir,
+                         upstream_ca=upstream_ca, before_record=hook))
 
 
 @main.command()

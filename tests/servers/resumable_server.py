@@ -1,10 +1,11 @@
 """An MCP server written with the official Python SDK, served over Streamable HTTP with an event
 store, so its SSE streams carry event ids, priming events and `retry`, and can be resumed.
 
-    python tests/servers/resumable_server.py [--port N]   (0 or absent: a free port)
+    python tests/servers/resumable_server.py [--port N] [--certfile PEM --keyfile PEM]
+    (port 0 or absent: a free port; with a certificate and key it serves HTTPS)
 
 It binds 127.0.0.1 and prints one line on stderr once it accepts connections:
-`resumable server listening on http://127.0.0.1:PORT/mcp`.
+`resumable server listening on http(s)://127.0.0.1:PORT/mcp`.
 
 - `ticks(n, interval)`  n progress notifications, `interval` seconds apart, then "ticked n"
 - `poll(n)`             one progress notification, then the server closes the POST stream (the
@@ -84,19 +85,25 @@ class MemoryEventStore(EventStore):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
-    port = parser.parse_args().port
+    parser.add_argument("--certfile", help="serve HTTPS with this certificate (chain) PEM")
+    parser.add_argument("--keyfile", help="and this private key PEM")
+    args = parser.parse_args()
+    port = args.port
+    scheme = "https" if args.certfile else "http"
     app = server.streamable_http_app(event_store=MemoryEventStore(), retry_interval=RETRY_MS)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
-    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    uvicorn_server = uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", lifespan="on", ssl_certfile=args.certfile, ssl_keyfile=args.keyfile
+    ))
 
     async def serve() -> None:
         task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
         while not uvicorn_server.started and not task.done():
             await asyncio.sleep(0.01)
-        print(f"resumable server listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+        print(f"resumable server listening on {scheme}://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
         await task
 
     asyncio.run(serve())
