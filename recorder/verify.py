@@ -1,5 +1,9 @@
-"""`tapes verify` over stdio: play a recording's client side against a live server, recording the
-new session through `tapes record`, so it can be diffed against the old one.
+"""`tapes verify` over stdio and Streamable HTTP: play a recording's client side against a live
+server, recording the new session through `tapes record`, so it can be diffed against the old one.
+
+Over HTTP the server sits behind `tapes record --upstream URL --listen 127.0.0.1:0`; each recorded
+exchange is a request sent on its own thread, its response (JSON or an SSE stream) read to the end
+and reported to the sans-IO `tapes.verify.HttpClientScript`, which says what goes out next.
 
 The server runs behind `python -m tapes record -o NEW -- COMMAND`: the new session is captured
 exactly as a user's recording would be. What to send and when is decided by the sans-IO
@@ -10,15 +14,23 @@ from __future__ import annotations
 
 import os
 import queue
+import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
 
 from tapes.cassette import Cassette, load
 from tapes.errors import UserError
 from tapes.jsonrpc import LineSplitter
-from tapes.verify import ClientScript
+from tapes.sse import SSEParser, is_event_stream
+from tapes.verify import ClientScript, HttpClientScript, HttpRequest, legacy_sse
 
 STEP_TIMEOUT = 5.0  # seconds to wait for what the next client message depends on
 EXIT_TIMEOUT = 15.0  # seconds the server gets to finish after its input closes
@@ -81,4 +93,138 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
         except subprocess.TimeoutExpired:
             process.terminate()
             process.wait(timeout=exit_timeout)
+    return load(output)
+
+
+# --- Streamable HTTP ------------------------------------------------------------------------------
+
+STARTUP_TIMEOUT = 20.0  # seconds the recorder gets to print its banner
+_BANNER = re.compile(r"tapes: recording (http://[^\s/]+)(\S*)")
+
+# what a reader thread reports: ("head", exchange, headers) | ("event", exchange, SSEEvent) |
+# ("body", exchange, bytes) | ("end", exchange, None)
+_Report = tuple[str, int, Any]
+
+
+def _start_http_recorder(upstream: str, output: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    """`tapes record --upstream` on a free port of 127.0.0.1: the process, its origin and path."""
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "tapes", "record", "-o", str(output), "--upstream", upstream,
+                                    "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except OSError as error:
+        raise UserError(f"cannot start the recorder ({error.strerror})") from None
+    assert process.stderr is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.put(line.decode(errors="replace"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            _stop(process, signal.SIGKILL)
+            raise UserError("the recorder did not start: " + ("".join(seen).strip() or "no output"))
+        seen.append(line)
+        if match := _BANNER.search(line):
+            threading.Thread(target=lambda: all(iter(lines.get, None)), daemon=True).start()  # keep its stderr drained
+            return process, match[1], match[2]
+
+
+def _stop(process: subprocess.Popen[bytes], signum: int, timeout: float = EXIT_TIMEOUT) -> None:
+    if process.poll() is None:
+        process.send_signal(signum)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: queue.Queue[_Report]) -> None:
+    """Send one request and report what comes back, all of it (an SSE stream until it ends)."""
+    try:
+        with client.stream(request.method, url, headers=request.headers, content=request.body) as response:
+            reports.put(("head", request.exchange, [(k.decode(), v.decode()) for k, v in response.headers.raw]))
+            if is_event_stream(response.headers.get("content-type")):
+                parser, count = SSEParser(), 0
+                for chunk in response.iter_bytes():
+                    for event in parser.feed(chunk):
+                        reports.put(("event", request.exchange, event))
+                        count += 1
+                        if request.disconnect_after is not None and count >= request.disconnect_after:
+                            return  # the recorded client left this stream here
+            else:
+                reports.put(("body", request.exchange, response.read()))
+    except httpx.HTTPError:
+        pass  # a broken exchange: the recording of the live session says what happened
+    finally:
+        reports.put(("end", request.exchange, None))
+
+
+def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeout: float = STEP_TIMEOUT) -> Cassette:
+    """Play `recording`'s client side (Streamable HTTP) against the server at `upstream`, through
+    `tapes record --upstream`, recorded into `output`; the new cassette."""
+    if legacy_sse(recording.frames):
+        raise UserError("verify --upstream plays Streamable HTTP recordings (2025-03-26 and later); "
+                        "this one is of the legacy HTTP+SSE transport")
+    script = HttpClientScript(recording.frames)
+    recorded_prefix = urlsplit((recording.header.server or {}).get("url", "")).path.rstrip("/")
+    process, origin, live_path = _start_http_recorder(upstream, output)
+    live_prefix = urlsplit(live_path).path.rstrip("/")
+
+    def url(path: str) -> str:
+        if recorded_prefix and (path == recorded_prefix or path.startswith((recorded_prefix + "/", recorded_prefix + "?"))):
+            path = live_prefix + path[len(recorded_prefix):]
+        return origin + (path or "/")
+
+    reports: queue.Queue[_Report] = queue.Queue()
+    ended: set[int] = set()
+
+    def handle(report: _Report) -> None:
+        what, exchange, value = report
+        if what == "head":
+            script.receive_head(exchange, value)
+        elif what == "event":
+            script.receive_event(exchange, value.id, value.data)
+        elif what == "body":
+            if value:
+                script.receive(value)
+        else:
+            ended.add(exchange)
+
+    client = httpx.Client(timeout=httpx.Timeout(step_timeout * 2, read=None), trust_env=False)
+    try:
+        outgoing = script.ready()
+        while True:
+            for index, request in enumerate(outgoing):
+                if index:
+                    time.sleep(0.02)  # requests ready together still reach the recorder in recorded order
+                threading.Thread(target=_exchange, args=(client, url(request.path), request, reports), daemon=True).start()
+            if script.finished:
+                break
+            try:
+                handle(reports.get(timeout=step_timeout))
+            except queue.Empty:
+                outgoing = script.force()  # what it waited for did not come: the diff will say so
+                continue
+            outgoing = script.ready()
+        while not script.closes <= ended:  # the responses the recording saw to their end
+            try:
+                handle(reports.get(timeout=step_timeout))
+            except queue.Empty:
+                break
+    finally:
+        _stop(process, signal.SIGINT)  # the recorder closes what is still open and completes the cassette
+        client.close()
+    if process.returncode != 0:
+        raise UserError(f"the recorder exited with status {process.returncode}")
     return load(output)

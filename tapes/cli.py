@@ -283,7 +283,8 @@ def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tupl
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@click.option("--upstream", metavar="URL", help="Verify an HTTP server (not supported yet).")
+@click.option("--upstream", metavar="URL",
+              help="Verify a Streamable HTTP server at this URL against an HTTP recording.")
 @click.option("--keep", type=click.Path(dir_okay=False), help="Keep the new recording in this file.")
 @click.option("--step-timeout", type=float, default=5.0, show_default=True,
               help="Seconds to wait for what the next client message depends on.")
@@ -296,6 +297,7 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
 
     \b
     stdio:  tapes verify FILE [OPTIONS] -- SERVER COMMAND...
+    HTTP:   tapes verify FILE --upstream URL [OPTIONS]
     (exit 0 same, 1 different, 2 error)
     """
     import tempfile
@@ -304,21 +306,27 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     from tapes.cassette import load
     from tapes.diff import diff_cassettes
 
-    if upstream is not None:
-        raise UserError("verify --upstream is not supported yet: verify a stdio server with -- COMMAND")
-    if not command:
-        raise UserError("verify needs the server command after --")
+    if upstream is not None and command:
+        raise UserError("verify takes either --upstream URL or a server command after --, not both")
+    if upstream is None and not command:
+        raise UserError("verify needs the server command after -- (or --upstream URL for an HTTP server)")
     recording = load(cassette)
-    if recording.header.transport != "stdio":
-        raise UserError(f"{cassette}: is an HTTP recording; verify plays stdio recordings only for now")
+    if upstream is None and recording.header.transport != "stdio":
+        raise UserError(f"{cassette}: is an HTTP recording; verify it against a server URL with --upstream URL")
+    if upstream is not None and recording.header.transport != "http":
+        raise UserError(f"{cassette}: is a stdio recording; verify it against a server command after --")
     noise = _noise(noise_rules, ignore)
-    from recorder.verify import verify_stdio
+    from recorder.verify import verify_http, verify_stdio
 
     with tempfile.TemporaryDirectory(prefix="tapes-verify-") as scratch:
         output = Path(keep) if keep else Path(scratch) / "live.tape"
-        live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
+        if upstream is not None:
+            live = verify_http(recording, upstream, output, step_timeout=step_timeout)
+        else:
+            live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     _emit_diff(report, output_format, fail_on)
+
 
 @main.command()
 @click.argument("cassettes", nargs=-1, required=True, type=click.Path(dir_okay=False))

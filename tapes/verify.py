@@ -35,6 +35,7 @@ class _Line:
     message: Any  # the JSON-RPC message or batch to send; None for raw bytes or the end
     raw: bytes | None  # bytes that are not JSON-RPC, sent verbatim; None with no message: the end
     waits_for: frozenset[ServerKey]
+    exchange: int | None = None  # over HTTP: the recorded exchange (channel http:N) this request opens
 
 
 def _params(item: dict[str, Any]) -> dict[str, Any]:
@@ -79,9 +80,20 @@ class ClientScript:
         self._build(frames)
 
     def _build(self, frames: Sequence[Frame]) -> None:
+        self._note_states(frames)
         awaited: set[ServerKey] = set()
         token_owner: dict[Any, Any] = {}  # progress token -> client request id
         cancelled: set[Any] = set()
+        keys = _Keys()
+        for frame in frames:
+            if frame.from_client:
+                line = self._client_line(frame, awaited, token_owner, cancelled)
+                if line is not None:
+                    self._lines.append(line)
+                continue
+            self._server_frame(frame, keys, awaited, token_owner, cancelled)
+
+    def _note_states(self, frames: Sequence[Frame]) -> None:
         for frame in frames:
             if frame.from_client:
                 continue
@@ -90,22 +102,18 @@ class ClientScript:
                 if state is not None:
                     self._states[state] = item["id"]
                     self._state_of_response[item["id"]] = state
-        keys = _Keys()
-        for frame in frames:
-            if frame.from_client:
-                line = self._client_line(frame, awaited, token_owner, cancelled)
-                if line is not None:
-                    self._lines.append(line)
+
+    def _server_frame(self, frame: Frame, keys: _Keys, awaited: set[ServerKey], token_owner: dict[Any, Any],
+                      cancelled: set[Any]) -> None:
+        for item in items(frame.message) if frame.message is not None else ():
+            key = keys.of(item)
+            if key is None:
                 continue
-            for item in items(frame.message) if frame.message is not None else ():
-                key = keys.of(item)
-                if key is None:
-                    continue
-                if classify(item) is MessageType.REQUEST:
-                    self._recorded_server_requests[item["id"]] = key
-                owner = item.get("id") if key[0] == "response" else token_owner.get(key[1]) if key[0] == "progress" else None
-                if owner is None or owner not in cancelled:
-                    awaited.add(key)
+            if classify(item) is MessageType.REQUEST:
+                self._recorded_server_requests[item["id"]] = key
+            owner = item.get("id") if key[0] == "response" else token_owner.get(key[1]) if key[0] == "progress" else None
+            if owner is None or owner not in cancelled:
+                awaited.add(key)
 
     def _client_line(self, frame: Frame, awaited: set[ServerKey], token_owner: dict[Any, Any],
                      cancelled: set[Any]) -> _Line | None:
@@ -190,3 +198,141 @@ class ClientScript:
             if self._live_states.get(state) is not None:
                 return {**item, "params": {**item["params"], "requestState": self._live_states[state]}}
         return item
+
+
+# --- Streamable HTTP ------------------------------------------------------------------------------
+#
+# Over HTTP the unit the client sends is an exchange (channel http:N): a request head and its body.
+# It goes out when the live server has sent what the recorded client had seen when it sent it —
+# the same JSON-RPC keys as over stdio, plus the response heads recorded before it (a session id
+# comes in one) and, for a resumption, the event it resumes after. What the live server decides
+# over HTTP is put in place too: its Mcp-Session-Id (the session a recorded head issued is the one
+# the live head of the same exchange issued) and its event ids (Last-Event-ID names the live event
+# at the position of the same exchange's stream where the recorded one was).
+
+_SENT_HEADERS = frozenset({"accept", "content-type", "last-event-id"})  # and every mcp-* header
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """One request the adapter sends: to `path` (the recorded one), with the live values put in."""
+
+    exchange: int  # the recorded exchange number: report what it gets back under it
+    method: str
+    path: str
+    headers: list[tuple[str, str]]
+    body: bytes | None
+    disconnect_after: int | None  # close the response after this many SSE events (the recording's client did)
+
+
+def legacy_sse(frames: Sequence[Frame]) -> bool:
+    """Whether a recording is of the 2024-11-05 HTTP+SSE transport (an `endpoint` event)."""
+    return any(frame.kind is Kind.SSE_EVENT and (frame.info or {}).get("event") == "endpoint" for frame in frames)
+
+
+def _exchange_number(channel: str) -> int | None:
+    prefix, _, number = channel.partition(":")
+    return int(number) if prefix == "http" and number.isdigit() else None
+
+
+def _header(headers: Sequence[Sequence[str]], name: str) -> str | None:
+    return next((value for key, value in headers if key.lower() == name), None)
+
+
+class HttpClientScript(ClientScript):
+    def __init__(self, frames: Sequence[Frame]) -> None:
+        self._heads: dict[int, dict[str, Any]] = {}  # exchange -> recorded request head info
+        self._disconnects: dict[int, int] = {}  # exchange -> SSE events the recorded client read before leaving
+        self._event_positions: dict[str, tuple[int, int]] = {}  # recorded event id -> (exchange, position)
+        self._live_event_ids: dict[tuple[int, int], str] = {}
+        self._issued_sessions: dict[int, str] = {}  # exchange -> the session id its recorded response issued
+        self._live_sessions: dict[str, str] = {}  # recorded session id -> live one
+        self._live_events: Counter[int] = Counter()  # exchange -> SSE events received live
+        self.closes: set[int] = set()  # exchanges whose recorded response ended by itself
+        super().__init__(frames)
+
+    def _build(self, frames: Sequence[Frame]) -> None:
+        self._note_states(frames)
+        awaited: set[ServerKey] = set()
+        token_owner: dict[Any, Any] = {}
+        cancelled: set[Any] = set()
+        keys = _Keys()
+        events: Counter[int] = Counter()
+        opened: dict[int, _Line] = {}  # exchange -> its line while its body may still follow
+        for frame in frames:
+            exchange = _exchange_number(frame.channel)
+            if exchange is None:
+                continue
+            if frame.kind is Kind.HTTP_REQUEST:
+                info = frame.info or {}
+                self._heads[exchange] = info
+                waits_for = set(awaited)
+                event_id = _header(info.get("headers", ()), "last-event-id")
+                if event_id in self._event_positions:
+                    waits_for.add(("event", *self._event_positions[event_id]))
+                opened[exchange] = _Line(frame.seq, None, None, frozenset(waits_for), exchange)
+                self._lines.append(opened[exchange])
+            elif frame.from_client:
+                head = opened.pop(exchange, None)
+                body = self._client_line(frame, awaited, token_owner, cancelled) if frame.kind is Kind.MESSAGE else None
+                if head is None:
+                    continue
+                index = self._lines.index(head)
+                self._lines[index] = _Line(head.seq, frame.message if body else None, None if body else frame.payload,
+                                           head.waits_for | (body.waits_for if body else frozenset()), exchange)
+            elif frame.kind is Kind.HTTP_RESPONSE:
+                awaited.add(("head", exchange))
+                session = _header((frame.info or {}).get("headers", ()), "mcp-session-id")
+                if session is not None and session not in self._issued_sessions.values():
+                    self._issued_sessions[exchange] = session
+            elif frame.kind is Kind.SSE_EVENT:
+                events[exchange] += 1
+                event_id = (frame.info or {}).get("id")
+                if event_id is not None:
+                    self._event_positions.setdefault(event_id, (exchange, events[exchange]))
+                self._server_frame(frame, keys, awaited, token_owner, cancelled)
+            elif frame.kind is Kind.STREAM_END:
+                if (frame.info or {}).get("reason") == "client_disconnect":
+                    self._disconnects[exchange] = events[exchange]
+                else:
+                    self.closes.add(exchange)
+            else:
+                self._server_frame(frame, keys, awaited, token_owner, cancelled)
+
+    # --- what the live server sent, by exchange -----------------------------------------------------
+
+    def receive_head(self, exchange: int, headers: Sequence[Sequence[str]]) -> None:
+        self._received.add(("head", exchange))
+        live = _header(headers, "mcp-session-id")
+        if exchange in self._issued_sessions and live is not None:
+            self._live_sessions[self._issued_sessions[exchange]] = live
+
+    def receive_event(self, exchange: int, event_id: str | None, data: str) -> None:
+        self._live_events[exchange] += 1
+        position = (exchange, self._live_events[exchange])
+        self._received.add(("event", *position))
+        if event_id is not None:
+            self._live_event_ids[position] = event_id
+        if data:
+            self.receive(data.encode())
+
+    def _payload(self, line: _Line) -> HttpRequest:  # type: ignore[override]
+        assert line.exchange is not None
+        info = self._heads[line.exchange]
+        headers = []
+        for name, value in info.get("headers", ()):
+            lower = name.lower()
+            if lower not in _SENT_HEADERS and not lower.startswith("mcp-"):
+                continue
+            if lower == "mcp-session-id":
+                value = self._live_sessions.get(value, value)
+            elif lower == "last-event-id" and value in self._event_positions:
+                value = self._live_event_ids.get(self._event_positions[value], value)
+            headers.append((name, value))
+        if line.message is not None:
+            restamped = [self._restamp(item) for item in items(line.message)]
+            body: bytes | None = encode(restamped if isinstance(line.message, list) else restamped[0])
+        else:
+            body = line.raw or None
+        return HttpRequest(line.exchange, info.get("method", "POST"), info.get("path", "/"), headers, body,
+                           self._disconnects.get(line.exchange))

@@ -133,9 +133,7 @@ def test_verify_reports_what_a_changed_server_does_differently(tmp_path: Path) -
 
 
 def test_verify_user_errors() -> None:
-    upstream = run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape", "--upstream", "http://127.0.0.1:1/mcp")
-    assert upstream.returncode == 2 and "verify --upstream is not supported yet" in upstream.stderr
     no_command = run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape")
     assert no_command.returncode == 2 and "server command after --" in no_command.stderr
     http = run_tapes("verify", "cassettes/everything-http-2025-11-25.tape", "--", "true")
-    assert http.returncode == 2 and "stdio recordings only" in http.stderr
+    assert http.returncode == 2 and "is an HTTP recording; verify it against a server URL with --upstream" in http.stderr

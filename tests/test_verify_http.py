@@ -1,0 +1,139 @@
+"""`tapes verify --upstream`: the sans-IO HTTP client script, and end-to-end runs of the recorded
+server-everything session against a live server-everything and against a changed SDK server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, TAPES
+from processes import Process
+from test_diff import request, result
+from test_http_recorder import start_everything
+
+from tapes.cassette import Cassette, Header
+from tapes.frames import Direction, Frame, Kind
+from tapes.jsonrpc import encode
+from tapes.verify import HttpClientScript, HttpRequest
+
+CASSETTE = "cassettes/everything-http-2025-11-25.tape"
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+def http_cassette(*frames: tuple[Direction, int, Kind, Any, dict[str, Any] | None]) -> Cassette:
+    return Cassette(Header(transport="http", server={"url": "http://127.0.0.1:1/mcp"}),
+                    [Frame(seq, seq / 100, direction, f"http:{exchange}", kind, message, None, info)
+                     for seq, (direction, exchange, kind, message, info) in enumerate(frames, start=1)])
+
+
+def test_the_script_sends_exchanges_with_the_live_session_and_event_ids() -> None:
+    initialize = request(1, "initialize", {"protocolVersion": "2025-11-25"})
+    script = HttpClientScript(http_cassette(
+        (C2S, 1, Kind.HTTP_REQUEST, None, {"method": "POST", "path": "/mcp", "headers": [
+            ["Host", "127.0.0.1:1"], ["User-Agent", "x"], ["accept", "application/json, text/event-stream"],
+            ["content-type", "application/json"], ["mcp-method", "initialize"]]}),
+        (C2S, 1, Kind.MESSAGE, initialize, None),
+        (S2C, 1, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": [["mcp-session-id", "recorded-session"]]}),
+        (S2C, 1, Kind.SSE_EVENT, None, {"id": "recorded-1", "event": None, "retry": None}),
+        (S2C, 1, Kind.SSE_EVENT, result(1, {}), {"id": "recorded-2", "event": None, "retry": None}),
+        (S2C, 1, Kind.STREAM_END, None, {"reason": "client_disconnect"}),
+        (C2S, 2, Kind.HTTP_REQUEST, None, {"method": "GET", "path": "/mcp", "headers": [
+            ["Mcp-Session-Id", "recorded-session"], ["Last-Event-ID", "recorded-2"]]}),
+        (S2C, 2, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": []}),
+        (S2C, 2, Kind.STREAM_END, None, {"reason": "closed"})).frames)
+    assert script.ready() == [HttpRequest(1, "POST", "/mcp", [
+        ("accept", "application/json, text/event-stream"), ("content-type", "application/json"),
+        ("mcp-method", "initialize")], encode(initialize), 2)]
+    assert script.waiting_for == [("event", 1, 2), ("head", 1), ("response", 1)]
+    script.receive_head(1, [("mcp-session-id", "live-session")])
+    script.receive_event(1, "live-1", "")
+    assert script.ready() == []
+    script.receive_event(1, "live-2", encode(result(1, {})).decode())
+    assert script.ready() == [HttpRequest(2, "GET", "/mcp", [("Mcp-Session-Id", "live-session"),
+                                                               ("Last-Event-ID", "live-2")], None, None)]
+    assert script.finished and script.closes == {2}
+
+
+# --- end to end ----------------------------------------------------------------------------------
+
+
+def run_tapes(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TAPES, *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def everything_http() -> Iterator[str]:
+    server, url = start_everything("streamableHttp")
+    yield url
+    server.stop()
+
+
+def test_verify_server_everything_over_http_against_the_recording(everything_http: str, tmp_path: Path) -> None:
+    live = tmp_path / "live.tape"
+    run = run_tapes("verify", CASSETTE, "--upstream", everything_http, "--format", "json", "--keep", str(live))
+    report = json.loads(run.stdout)
+    assert run.returncode == 0, (report["changes"], run.stderr)
+    assert report["same"] and report["matched"] == 10
+    assert run_tapes("show", str(live)).returncode == 0
+    text = run_tapes("verify", CASSETTE, "--upstream", everything_http)
+    assert text.returncode == 0 and "same behaviour (10 interactions matched)" in text.stdout
+
+
+CHANGED_SERVER = """
+import asyncio, socket, sys
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer(name="everything-changed", version="2.0.0", log_level="WARNING")
+
+@server.tool(description="Echoes back the input")
+def echo(message: str) -> str:
+    return f"Echo (changed): {message}"
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen(128)
+uvicorn_server = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning"))
+
+async def serve() -> None:
+    task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
+    while not uvicorn_server.started and not task.done():
+        await asyncio.sleep(0.01)
+    print(f"changed server listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+    await task
+
+asyncio.run(serve())
+"""
+
+
+def test_verify_over_http_reports_what_a_changed_server_does_differently(tmp_path: Path) -> None:
+    script = tmp_path / "changed_server.py"
+    script.write_text(CHANGED_SERVER)
+    server = Process([sys.executable, str(script)])
+    try:
+        url = server.wait_for(r"listening on (\S+)")[1]
+        run = run_tapes("verify", CASSETTE, "--upstream", url, "--step-timeout", "0.5", "--format", "json")
+    finally:
+        server.stop()
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert not report["same"]
+    subjects = {(change["section"], change["kind"], change["subject"]) for change in report["changes"]}
+    assert ("tool", "removed", "get-roots-list") in subjects, subjects
+    echoed = {(delta["old"], delta["new"]) for change in report["changes"] if change["subject"] == "tools/call echo"
+              for delta in change["deltas"] if delta["path"] == "/outcome/result/content/0/text"}
+    assert ("Echo: hello", "Echo (changed): hello") in echoed, report["changes"]
+
+
+def test_verify_upstream_user_errors() -> None:
+    legacy = run_tapes("verify", "cassettes/everything-sse-2024-11-05.tape", "--upstream", "http://127.0.0.1:1/sse")
+    assert legacy.returncode == 2 and "legacy HTTP+SSE" in legacy.stderr
+    stdio = run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape", "--upstream", "http://127.0.0.1:1/mcp")
+    assert stdio.returncode == 2 and "is a stdio recording" in stdio.stderr
+    both = run_tapes("verify", CASSETTE, "--upstream", "http://127.0.0.1:1/mcp", "--", "true")
+    assert both.returncode == 2 and "not both" in both.stderr
