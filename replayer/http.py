@@ -271,13 +271,15 @@ class HttpReplayer:
         if _is_event_stream(headers):
             origin = f"{request.url.scheme}://{request.url.netloc}"
             status = info.get("status", 200)
-            if log.ended and not self._faults.any_on(cursor.channel):
+            if log.ended and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
                 body = b"".join([chunk async for chunk in self._events(session, cursor, origin)])
                 return Response(body, status, headers=dict(headers))
             return _Stream(self._events(session, cursor, origin), status, headers)
         while not log.ended and not session.closing:
             await session.changed()
+        if wait := self.options.control.delay(sum(d.action.gap for d in log.body[cursor.position :])):
+            await asyncio.sleep(wait)  # --timing: the body comes when the recorded one came
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)  # type: ignore[union-attr]
         return Response(body, info.get("status", 200), headers=dict(headers))
 
@@ -299,7 +301,7 @@ class HttpReplayer:
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload
                 continue
-            if delay := self._faults.delay_before(channel, delivery.event):
+            if delay := self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap):
                 await asyncio.sleep(delay)
             yield self._event_bytes(delivery.action, origin)
             if self._faults.malformed_after(channel, delivery.event):

@@ -180,8 +180,6 @@ def replay(
     from replayer.http import ReplayOptions, replay_http
     from tapes.streams import Faults
 
-    if control.speed is not None:
-        raise UserError("--timing applies to stdio replays only: an HTTP replay sends frames as soon as they are released")
     host, port = _listen_address(listen or "127.0.0.1:8080")
     faults = Faults.from_options(drop_after, delay, malformed, missing_sessions)
     options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)

@@ -62,3 +62,25 @@ def _first(error: BaseException) -> BaseException:
         error = error.exceptions[0]
     return error
 
+
+
+def test_recorded_timing_applies_over_http() -> None:
+    """--timing recorded: the long-running call's progress comes at its recorded pace (0.3 s in
+    all), where an instant replay sends it at once."""
+    import time
+
+    async def long_call(url: str) -> float:
+        observer = Observer()
+        async with Client(url, sampling_callback=observer.sampling, list_roots_callback=observer.list_roots,
+                          cache=None) as client:
+            await client.list_tools()
+            await client.call_tool("get-roots-list", {})
+            await client.call_tool("echo", {"message": "hello"})
+            started = time.monotonic()
+            await client.call_tool("trigger-long-running-operation", {"duration": 0.3, "steps": 3},
+                                   progress_callback=lambda *_: anyio.sleep(0))
+            return time.monotonic() - started
+
+    timed = ReplayOptions(control=ReplayControl.build(timing="recorded"))
+    with replay_server(CASSETTE, options=timed) as server:
+        assert anyio.run(long_call, server.url) >= 0.25  # three recorded gaps of ~0.1 s
