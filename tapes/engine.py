@@ -87,7 +87,7 @@ class Interaction:
     live_token: Any = None
     matched: bool = False
     cancelled: bool = False  # by the live client, under Race.CANCEL_WINS
-    cancel_items: list[ItemKey] = field(default_factory=list)
+    cancel_items: deque[ItemKey] = field(default_factory=deque)
     server_items: list[_ServerItem] = field(default_factory=list)  # what the server sent for it
 
     @property
@@ -422,7 +422,7 @@ class ReplayEngine:
         if not recorded:
             self._miss(*miss)
             return None, []
-        key = recorded.pop(0) if isinstance(recorded, list) else recorded.popleft()
+        key = recorded.popleft()
         self._consume(key)
         return key, []
 
@@ -512,19 +512,18 @@ class ReplayEngine:
         actions = []
         previous = self._trigger_time
         for server_item in ready:
-            action = self._restamp(server_item)
+            action = self._restamp(server_item, gap=max(0.0, server_item.frame.t - previous))
             if action is not None:
-                gap = max(0.0, server_item.frame.t - previous)
                 previous = max(previous, server_item.frame.t)
-                actions.append(Action(action.frame, action.payload, gap))
+                actions.append(action)
                 self._report.played += 1
         return actions
 
-    def _restamp(self, server_item: _ServerItem) -> Action | None:
+    def _restamp(self, server_item: _ServerItem, gap: float = 0.0) -> Action | None:
         """The frame with the live ids in place of the recorded ones; None if nothing is left to send."""
         frame = server_item.frame
         if frame.message is None:
-            return Action(frame, frame.payload)
+            return Action(frame, frame.payload, gap)
         changed = False
         out = []
         for item, owner in zip(items(frame.message), server_item.owners, strict=True):
@@ -535,9 +534,9 @@ class ReplayEngine:
         if not out:
             return None
         if not changed:
-            return Action(frame, frame.payload)
+            return Action(frame, frame.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
-        return Action(frame, encode(message))
+        return Action(frame, encode(message), gap)
 
 
 def _answers(server_item: _ServerItem, interaction: Interaction) -> bool:
