@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -219,7 +220,11 @@ def _http_recorder(output: Path, upstream: str, flags: list[str]) -> Iterator[st
     command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0", *flags]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
-        yield _recording_url(process)
+        url = _recording_url(process)
+        # Keep its stderr flowing (to the real stderr, which outlives the test's capture): a pipe
+        # nobody reads would fill and stall the recorder.
+        threading.Thread(target=shutil.copyfileobj, args=(process.stderr, sys.__stderr__), daemon=True).start()
+        yield url
     finally:
         process.send_signal(signal.SIGINT)  # the recorder flushes the cassette and exits
         try:
