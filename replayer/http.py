@@ -23,8 +23,9 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -54,9 +55,9 @@ from tapes.http_rules import (
     replayed_headers,
     version_problem,
 )
-from tapes.jsonrpc import MessageType, classify, decode, encode
+from tapes.jsonrpc import MessageType, classify, decode, encode, items
 from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
-from tapes.streams import MALFORMED_EVENT, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
+from tapes.streams import MALFORMED_EVENT, ChannelLog, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
 MAX_BODY = 4 * 1024 * 1024
 """Largest request body accepted (413 beyond), in bytes."""
@@ -195,18 +196,21 @@ class HttpReplayer:
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session
-        if request.headers.get("mcp-protocol-version") == STATELESS_VERSION:
+        stateless = request.headers.get("mcp-protocol-version") == STATELESS_VERSION
+        if stateless:
             if problem := header_mismatch(list(request.headers.items()), message, self._mirrored):
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         reception = session.engine.receive(body)
         made_up = session.perform(reception.actions)
+        if session.legacy_stream is not None and made_up:
+            # a legacy client reads answers from its SSE stream only: the POST just gets its 202
+            session.perform([as_stream_message(session.legacy_stream, reply) for reply in made_up])
+            made_up = []
         if reception.channel is None:
-            if session.legacy_stream is not None and made_up:
-                # a legacy client reads answers from its SSE stream only: the POST just gets its 202
-                session.perform([as_stream_message(session.legacy_stream, reply) for reply in made_up])
-                return Response(status_code=202)
             return _made_up(made_up)
-        return await self._exchange(request, session, Cursor(reception.channel))
+        # At 2026-07-28 a client cancels a request by closing its response stream.
+        cancel = partial(session.engine.close_stream, reception.channel) if stateless else None
+        return await self._exchange(request, session, Cursor(reception.channel), made_up, cancel)
 
     async def _get(self, request: Request, session: _Session) -> Response:
         last_event_id = request.headers.get("last-event-id")
@@ -259,8 +263,11 @@ class HttpReplayer:
 
     # --- answers ---------------------------------------------------------------------------
 
-    async def _exchange(self, request: Request, session: _Session, cursor: Cursor) -> Response:
-        """The answer on a recorded exchange: its head as recorded, then its body as released."""
+    async def _exchange(self, request: Request, session: _Session, cursor: Cursor, made_up: Sequence[Action] = (),
+                        on_close: Callable[[], None] | None = None) -> Response:
+        """The answer on a recorded exchange: its head as recorded, then its body as released, with
+        the engine's errors for what the live request had besides (a batch's unmatched items).
+        `on_close` is called if the live client closes an SSE body before its end."""
         log = session.book.log(cursor.channel)
         while log.head is None and not log.ended and not session.closing:
             await session.changed()
@@ -271,20 +278,24 @@ class HttpReplayer:
         if _is_event_stream(headers):
             origin = f"{request.url.scheme}://{request.url.netloc}"
             status = info.get("status", 200)
-            if log.ended and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
+            events = self._events(session, cursor, origin, made_up)
+            if log.ended and not _held_open(log) and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
-                body = b"".join([chunk async for chunk in self._events(session, cursor, origin)])
-                return Response(body, status, headers=dict(headers))
-            return _Stream(self._events(session, cursor, origin), status, headers)
+                return Response(b"".join([chunk async for chunk in events]), status, headers=dict(headers))
+            return _Stream(events, status, headers, on_close)
         while not log.ended and not session.closing:
             await session.changed()
         if wait := self.options.control.delay(sum(d.action.gap for d in log.body[cursor.position :])):
             await asyncio.sleep(wait)  # --timing: the body comes when the recorded one came
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)  # type: ignore[union-attr]
+        if made_up:
+            body = _with_replies(body, made_up)
         return Response(body, info.get("status", 200), headers=dict(headers))
 
-    async def _events(self, session: _Session, cursor: Cursor, origin: str) -> AsyncIterator[bytes]:
+    async def _events(self, session: _Session, cursor: Cursor, origin: str, made_up: Sequence[Action]) -> AsyncIterator[bytes]:
         log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
+        for reply in made_up:
+            yield sse_bytes(as_stream_message(channel, reply))
         while True:
             while position >= len(log.body):
                 if session.closing:
@@ -295,8 +306,14 @@ class HttpReplayer:
             frame = delivery.action.frame
             assert frame is not None
             if frame.kind is Kind.STREAM_END:
-                if (frame.info or {}).get("reason") == "upstream_error":
+                reason = (frame.info or {}).get("reason")
+                if reason == "upstream_error":
                     raise _Drop
+                if reason == "client_disconnect":
+                    # The recorded client went away here and the server never finished: keep the
+                    # stream open, as that server did, until the live client goes away too.
+                    while not session.closing:
+                        await session.changed()
                 return
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload
@@ -319,25 +336,32 @@ class HttpReplayer:
 
 class _Stream(Response):
     """An SSE body written as it is released. The client going away ends it (so a reader waiting
-    for the next event does not outlive its connection); `_Drop` cuts the connection mid-body."""
+    for the next event does not outlive its connection) and calls `on_close` if the body was not
+    finished; `_Drop` cuts the connection mid-body."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], status: int, headers: list[tuple[str, str]]) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], status: int, headers: list[tuple[str, str]],
+                 on_close: Callable[[], None] | None = None) -> None:
         self._chunks = chunks
+        self._on_close = on_close
         self.status_code = status
         self.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        finished = False
         async with anyio.create_task_group() as tasks:
 
             async def watch_disconnect() -> None:
                 while (await receive())["type"] != "http.disconnect":
                     pass
+                if not finished and self._on_close is not None:
+                    self._on_close()
                 tasks.cancel_scope.cancel()
 
             tasks.start_soon(watch_disconnect)
             await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             async for chunk in self._chunks:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tasks.cancel_scope.cancel()
 
@@ -362,6 +386,17 @@ async def _body(request: Request, limit: int) -> bytes | Response:
     except ClientDisconnect:
         raise _Drop from None
     return b"".join(chunks)
+
+
+def _held_open(log: ChannelLog) -> bool:
+    """Whether the recorded stream ended with its client going away: the replay holds it open."""
+    return (log.body[-1].action.frame.info or {}).get("reason") == "client_disconnect"  # type: ignore[union-attr]
+
+
+def _with_replies(body: bytes, replies: Sequence[Action]) -> bytes:
+    """A recorded JSON answer with the engine's errors added, as one batch."""
+    messages = [*items(decode(body).message), *(decode(reply.payload).message for reply in replies)]
+    return encode(messages)
 
 
 def _made_up(replies: list[Action]) -> Response:

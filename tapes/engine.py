@@ -86,7 +86,9 @@ class Interaction:
     live_id: Any = None
     live_token: Any = None
     matched: bool = False
-    cancelled: bool = False  # by the live client, under Race.CANCEL_WINS
+    # Nothing more goes out for it: the live client cancelled it (under Race.CANCEL_WINS, or by
+    # closing its 2026-07-28 response stream), or its exchange was answered without it.
+    withheld: bool = False
     cancel_items: deque[ItemKey] = field(default_factory=deque)
     server_items: list[_ServerItem] = field(default_factory=list)  # what the server sent for it
 
@@ -162,9 +164,8 @@ class _Indexer:
         self.by_server_request: dict[Any, Interaction | None] = {}
         self.pending: list[Interaction] = []  # open interactions, oldest first
         self.last_client_item: ItemKey | None = None
-        # HTTP: what the client sent on each exchange (its body's items, or a GET's request head)
-        self.channel_items: dict[str, list[ItemKey]] = defaultdict(list)
-        self.channel_interactions: dict[str, list[Interaction]] = defaultdict(list)
+        self.channel_items = engine._channel_items
+        self.channel_interactions = engine._channel_interactions
 
     def walk(self, frames: Sequence[Frame]) -> None:
         for frame in frames:
@@ -232,6 +233,8 @@ class _Indexer:
         return key
 
     def server_frame(self, frame: Frame) -> None:
+        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect":
+            self.engine._closed_by_client.add(frame.channel)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
             owners = [self.owner(frame, item) for item in items(frame.message)]
             for item, owner in zip(items(frame.message), owners, strict=True):
@@ -301,6 +304,11 @@ class ReplayEngine:
         self._opens: dict[tuple[Any, str | None], deque[ItemKey]] = defaultdict(deque)  # (method, Last-Event-ID)
         self._end: deque[ItemKey] = deque()
         self._item_channels: dict[ItemKey, str] = {}
+        # HTTP: what the client sent on each exchange (its body's items, or a GET's request head),
+        # the requests among it, and the exchanges whose stream the recorded client closed
+        self._channel_items: dict[str, list[ItemKey]] = defaultdict(list)
+        self._channel_interactions: dict[str, list[Interaction]] = defaultdict(list)
+        self._closed_by_client: set[str] = set()
         self._dependents: dict[ItemKey, list[_ServerItem]] = defaultdict(list)
         self._by_live_id: dict[Any, Interaction] = {}
         self._ready: list[_ServerItem] = []
@@ -343,11 +351,15 @@ class ReplayEngine:
             return self._receive_raw(payload)
         replies: list[Action] = []
         channel = None
+        sent: list[ItemKey] = []
         for item in items(decoded.message):
             matched, reply = self._receive_item(item)
             replies += reply
-            if matched is not None and channel is None:
-                channel = self._item_channels[matched]
+            if matched is not None:
+                sent.append(matched)
+                channel = channel or self._item_channels[matched]
+        if channel is not None and channel != STDIO:
+            self._skip_unsent(channel, sent)
         return Reception(replies + self._release(), channel)
 
     def open(self, method: str, last_event_id: str | None = None) -> Reception:
@@ -359,6 +371,19 @@ class ReplayEngine:
         key = recorded.popleft()
         self._consume(key)
         return Reception(self._release(), self._item_channels[key])
+
+    def close_stream(self, channel: str) -> None:
+        """The live client closed the response stream of a recorded exchange before its end. At
+        2026-07-28 that is how Streamable HTTP cancels the requests the exchange carries: nothing
+        more goes out for them. Under Race.RECORDED a close the recording does not have is a miss,
+        as an unrecorded notifications/cancelled is."""
+        for interaction in self._channel_interactions.get(channel, ()):
+            if interaction.withheld:
+                continue
+            interaction.withheld = True
+            if self._race is Race.RECORDED and channel not in self._closed_by_client:
+                self._miss(f"closing the stream of {interaction.request['method']} id {interaction.live_id!r}",
+                           "the recording has no cancellation of it")
 
     def note_unmatched(self, summary: str, reason: str) -> None:
         """A miss an adapter found (e.g. an HTTP request no recorded exchange answers)."""
@@ -388,6 +413,18 @@ class ReplayEngine:
         self._report.unused = [i.describe() for i in self._interactions if not i.matched]
         return self._report
 
+    def _skip_unsent(self, channel: str, sent: list[ItemKey]) -> None:
+        """An HTTP exchange is answered once, to the live POST that matched it. What its recorded
+        body held that this POST did not is skipped, so the answer comes now, without the
+        responses to requests the live client never made."""
+        for interaction in self._channel_interactions.get(channel, ()):
+            if not interaction.matched and not interaction.withheld:
+                interaction.withheld = True
+                self._requests[self._matcher.key(interaction.request["method"], interaction.request.get("params"))].remove(interaction)
+        for key in self._channel_items.get(channel, ()):
+            if key not in sent:
+                self._consume(key)
+
     def _receive_raw(self, payload: bytes) -> Reception:
         recorded = self._raw.get(payload)
         if recorded:
@@ -411,7 +448,7 @@ class ReplayEngine:
             live_id = (item.get("params") or {}).get("requestId")
             interaction = self._by_live_id.get(live_id)
             if interaction is not None and self._race is Race.CANCEL_WINS:
-                interaction.cancelled = True
+                interaction.withheld = True
                 if not interaction.cancel_items:  # unrecorded, but this policy always honours a cancel
                     return None, self._release()
             recorded = interaction.cancel_items if interaction is not None else None
@@ -552,8 +589,8 @@ def _answers(server_item: _ServerItem, interaction: Interaction) -> bool:
 def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, Any] | None:
     if owner is None:
         return item
-    if owner.cancelled:
-        return None  # cancel-wins: nothing more for a cancelled request
+    if owner.withheld:
+        return None
     kind = classify(item)
     if kind in (MessageType.RESULT, MessageType.ERROR) and item["id"] == owner.recorded_id:
         return {**item, "id": owner.live_id} if item["id"] != owner.live_id else item

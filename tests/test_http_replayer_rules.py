@@ -15,6 +15,8 @@ import pytest
 from mcp import Client
 from test_engine import req, res
 from test_engine_http import Recording
+
+from tapes.engine import NO_MATCH
 from test_http_replayer import ACCEPT, TIMEOUT, record, resumable  # noqa: F401 (a fixture)
 
 import flows
@@ -96,6 +98,46 @@ def test_a_2025_03_26_batch_is_answered_as_a_batch() -> None:
         answer = http.post(server.url, json=[req("b", "prompts/list"), req("a", "tools/list")], headers=ACCEPT)
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
     assert answer.json() == [res("a", {"tools": []}), res("b", {"prompts": []})]
+
+
+def batch_recording(sse: bool) -> Cassette:
+    r = Recording()
+    r.post(1, [req(1, "tools/list"), req(2, "prompts/list")])
+    r.head(1, 200, sse=sse)
+    if sse:
+        r.event(1, "1-1", res(1, {"tools": []}))
+        r.event(1, "1-2", res(2, {"prompts": []}))
+    else:
+        r.add(Direction.SERVER_TO_CLIENT, 1, Kind.MESSAGE, [res(1, {"tools": []}), res(2, {"prompts": []})])
+    r.end(1)
+    return Cassette(Header("http", {"url": "http://up/mcp"}), r.frames)
+
+
+def batch_answer(http: httpx.Client, url: str, batch: list[Any]) -> list[Any]:
+    answer = http.post(url, json=batch, headers=ACCEPT)
+    assert answer.status_code == 200
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+    return answer.json()
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+def test_a_batch_that_matches_in_part_gets_its_errors_and_no_answers_to_requests_not_made(sse: bool) -> None:
+    with replay_server(batch_recording(sse)) as server, httpx.Client(timeout=TIMEOUT) as http:
+        # one recorded request and one the recording does not have: the error comes in the same answer
+        mixed = batch_answer(http, server.url, [req("a", "tools/list"), req("x", "resources/list")])
+        assert server.report_lines == ["played 3 frames, 1 unmatched, 1 unused",
+                                     "unmatched resources/list id 'x': no recorded request matches resources/list; "
+                                     "nearest recorded is prompts/list #2 (frame 2), differing at /method: "
+                                     '"prompts/list" → "resources/list"',
+                                     "unused prompts/list #2 (frame 2)"]
+    answer, error = sorted(mixed, key=lambda m: m["id"])
+    assert answer == res("a", {"tools": []})
+    assert error["id"] == "x" and error["error"]["code"] == NO_MATCH
+    assert "nearest recorded is prompts/list" in error["error"]["message"]
+    with replay_server(batch_recording(sse)) as server, httpx.Client(timeout=TIMEOUT) as http:
+        # fewer requests than recorded: answered at once, without the answer to the one not made
+        assert batch_answer(http, server.url, [req("p", "prompts/list")]) == [res("p", {"prompts": []})]
 
 
 def stateless_flow(url: str) -> Any:
