@@ -163,7 +163,7 @@ async def _call_with_progress(client: Client, name: str, arguments: dict[str, An
     return {"result": _stable(dump(result)), "progress": await progress.settle()}
 
 
-async def _cancelled_call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def cancelled_call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Call a tool, and cancel the call from the client once its first progress notification arrives.
 
     Cancelling the scope around `call_tool` makes the SDK write `notifications/cancelled`
@@ -251,7 +251,7 @@ async def everything_flow(
             # no response, but keeps running the operation (it ignores the abort signal): its
             # later progress notifications for the dead token still arrive, and the process only
             # exits, after stdin closes, once the operation is over.
-            out["cancelled"] = await _cancelled_call(
+            out["cancelled"] = await cancelled_call(
                 client, "trigger-long-running-operation", {"duration": 1, "steps": 5}
             )
 
@@ -307,7 +307,7 @@ async def notes_flow(
 
             out["roots"] = _stable(dump(await client.call_tool("list_client_roots", {})))
 
-            out["cancelled"] = await _cancelled_call(client, "slow", {"seconds": 30})
+            out["cancelled"] = await cancelled_call(client, "slow", {"seconds": 30})
 
             out["after_cancel"] = await _call_with_progress(client, "count", {"n": 1})
 
