@@ -200,3 +200,48 @@ def test_race_policies_decide_the_outcome_every_time(race_cassette: Path, race: 
     results = anyio.run(functools.partial(outcomes, race_cassette, race, 100))
     assert len(results) == 100
     assert {result[: len(expected)] for result in results} == {expected}
+
+
+# A server that reports progress after it has answered: the recording keeps that order, and every
+# replay reproduces it, so a client's handling of a late progress notification can be tested.
+LATE_PROGRESS_SERVER = RACE_SERVER.replace('''        send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}})
+        sys.stdin.readline()  # the client's cancel: this server answers anyway
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "done"}]}})''',
+'''        send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}})
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "done"}]}})
+        send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 2}})''')
+
+
+async def call_seeing_progress(argv: list[str]) -> dict[str, object]:
+    """Call the tool; what the progress callback saw, and every notification the client was handed
+    before the session's next answer (a late one, if any, arrives before it)."""
+    progress: list[float] = []
+    handed: list[str] = []
+
+    async def tap(message: object) -> None:
+        handed.append(getattr(getattr(message, "params", None), "progress", None) or type(message).__name__)
+
+    async def on_progress(value: float, *_: object) -> None:
+        progress.append(value)
+
+    async with Client(StdioServerParameters(command=argv[0], args=argv[1:]), mode="legacy", message_handler=tap,
+                      cache=None) as client:
+        await client.list_tools()
+        result = await client.call_tool("slow", {}, progress_callback=on_progress)
+        await client.list_tools()  # the late progress went out before this answer
+    return {"result": result.content[0].text, "progress": progress, "handed": handed}
+
+
+def test_progress_after_the_result_is_replayed_after_it_every_time(tmp_path: Path) -> None:
+    (tmp_path / "late.py").write_text(LATE_PROGRESS_SERVER)
+    path = tmp_path / "late.tape"
+    live = anyio.run(call_seeing_progress, [*TAPES, "record", "-o", str(path), "--", sys.executable, str(tmp_path / "late.py")])
+    server_said = [m.get("method", "result") for m in (f.message for f in load(path).frames if not f.from_client and f.message)]
+    assert server_said[-4:-1] == ["notifications/progress", "result", "notifications/progress"]
+    # the late progress reaches the client, whose progress callback no longer takes it
+    assert live == {"result": "done", "progress": [1], "handed": [1, 2]}
+
+    async def replays() -> list[dict[str, object]]:
+        return [await call_seeing_progress([*TAPES, "replay", str(path)]) for _ in range(10)]
+
+    assert anyio.run(replays) == [live] * 10
