@@ -1,20 +1,29 @@
 """Be the recorded server on stdin/stdout: client lines go into the replay engine, released
 frames come out. stdout carries nothing but what the recorded server wrote there (and JSON-RPC
-errors for requests that match nothing); the summary goes to stderr."""
+errors for requests that match nothing); the summary goes to stderr.
+
+With new episodes, the first client line the cassette has no answer for hands the session over
+to the real server, run through `tapes record` and warmed up first (`tapes.episodes`); what it
+records from then on is spliced into the cassette when the session ends."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
-from tapes.cassette import Cassette
+from tapes.cassette import Cassette, load, save
 from tapes.control import ReplayControl
 from tapes.engine import Action
+from tapes.episodes import WarmUp, episode_frames, splice
 from tapes.frames import Kind
 from tapes.jsonrpc import LineSplitter
 
@@ -62,12 +71,112 @@ class _Server:
             self.stdout_open = False
 
 
+WARM_UP_TIMEOUT = 30.0
+"""Seconds a real server gets to answer the warm-up before the hand-over goes ahead anyway."""
+
+
+@dataclass
+class NewEpisodes:
+    """Where a replay hands over on its first miss: the real server's command, the cassette the
+    new episode is spliced into, and the flags its recorder gets (e.g. --before-record)."""
+
+    server: list[str]
+    cassette: Path
+    record_flags: list[str] = field(default_factory=list)
+
+
+class _Episode:
+    """The real server, run through `tapes record`, taking the session over: warmed up with what
+    the live client sent so far, then given every client line, its output passed on to stdout."""
+
+    def __init__(self, plan: NewEpisodes, sent: list[bytes], console: Console) -> None:
+        self.recording = plan.cassette.with_name(plan.cassette.name + ".episode")
+        self.warm_up = WarmUp(sent)
+        self._warming = True
+        self._changed = threading.Condition()
+        command = [sys.executable, "-m", "tapes", "record", "-o", str(self.recording), *plan.record_flags,
+                   "--", *plan.server]
+        # its stderr is the real server's (the recorder passes it on): the client's to see
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+        self._warm(console)
+
+    def _pump(self) -> None:
+        assert self._process.stdout is not None
+        stdout_open = True
+        for line in iter(self._process.stdout.readline, b""):
+            with self._changed:
+                if self._warming:
+                    self.warm_up.server_line(line.rstrip(b"\r\n"))
+                    self._changed.notify_all()
+                    continue
+            if stdout_open:
+                try:
+                    _write_all(STDOUT, line)
+                except BrokenPipeError:  # the client stopped reading; keep draining the server
+                    stdout_open = False
+
+    def _warm(self, console: Console) -> None:
+        deadline = time.monotonic() + WARM_UP_TIMEOUT
+        while True:
+            with self._changed:
+                lines = self.warm_up.lines_to_send()
+                if not lines:
+                    left = deadline - time.monotonic()
+                    if self.warm_up.done or left <= 0 or self._process.poll() is not None:
+                        if not self.warm_up.done:
+                            console.print(f"[yellow]tapes replay: the real server's warm-up did not finish "
+                                          f"({self.warm_up.pending()}); handing over anyway[/]")
+                        self._warming = False
+                        return
+                    self._changed.wait(min(left, 0.1))
+                    continue
+            for line in lines:  # written outside the lock: the reader must be free to drain the server
+                self.send(line)
+
+    def send(self, line: bytes) -> None:
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write(line + b"\n")
+            self._process.stdin.flush()
+        except BrokenPipeError:  # the server is gone; its exit is in the recording
+            pass
+
+    def finish(self) -> int:
+        """End the client's input, wait for the server (and its recorder) to exit; its exit code."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.close()
+        except BrokenPipeError:
+            pass
+        code = self._process.wait()
+        self._reader.join()
+        return code
+
+    def splice_into(self, cassette: Cassette, played: set[int], path: Path) -> int:
+        """Put the recorded episode into the cassette at `path` (replaced atomically); its frame count."""
+        episode = episode_frames(load(self.recording), self.warm_up)
+        extended = splice(cassette, played, episode)
+        scratch = path.with_name(path.name + ".new")
+        save(extended, scratch)
+        os.replace(scratch, path)
+        self.recording.unlink()
+        return len(extended.frames) - len(cassette.frames)
+
+
 def replay_stdio(
-    cassette: Cassette, *, strict: bool = True, control: ReplayControl | None = None, report_path: Path | None = None
+    cassette: Cassette,
+    *,
+    strict: bool = True,
+    control: ReplayControl | None = None,
+    report_path: Path | None = None,
+    new_episodes: NewEpisodes | None = None,
 ) -> int:
     """Serve `cassette` until the client closes stdin (or the recorded server exits). Returns the
-    exit code: 1 when something did not match and `strict`, else the recorded server's. The
-    summary goes to stderr and, as JSON, to `report_path` when given (the pytest plugin reads it)."""
+    exit code: 1 when something did not match and `strict`, else the recorded server's (or the real
+    one's, after a hand-over to it). The summary goes to stderr and, as JSON, to `report_path` when
+    given (the pytest plugin reads it)."""
     control = control or ReplayControl()
     console = Console(stderr=True, highlight=False)
     for warning in cassette.warnings:
@@ -77,19 +186,46 @@ def replay_stdio(
     server = _Server(control)
     server.perform(engine.start())
     splitter = LineSplitter()
+    sent: list[bytes] = []  # with new episodes: the client's lines so far, to warm up a real server
+    episode: _Episode | None = None
+    handed_over = 0  # the misses of the line that handed over: recorded now, not misses
+
+    def receive(line: bytes) -> None:
+        nonlocal episode, handed_over
+        if episode is not None:
+            episode.send(line)
+            return
+        reception = engine.receive(line)
+        if reception.missed and new_episodes is not None:
+            console.print("tapes replay: the cassette has no answer here: handing the session over to the real server")
+            handed_over = reception.missed
+            episode = _Episode(new_episodes, sent, console)
+            episode.send(line)
+            return
+        if new_episodes is not None:
+            sent.append(line)
+        server.perform(reception.actions)
+
     while server.exit_status is None:
         chunk = os.read(STDIN, 1 << 20)
         if not chunk:
             rest = splitter.finish()
             if rest is not None:
-                server.perform(engine.receive(rest).actions)
-            server.perform(engine.end())
+                receive(rest)
+            if episode is None:
+                server.perform(engine.end())
             break
         for line in splitter.feed(chunk):
-            server.perform(engine.receive(line).actions)
+            receive(line)
             if server.exit_status is not None:
                 break
     report = engine.report
+    if episode is not None:
+        server.exit_status = episode.finish()
+        assert new_episodes is not None
+        appended = episode.splice_into(cassette, engine.played_frames, new_episodes.cassette)
+        del report.unmatched[-handed_over:]
+        report.recorded = appended
     if report_path is not None:
         report_path.write_text(json.dumps(report.as_json()))
     style = "green" if report.clean else "red"

@@ -63,10 +63,11 @@ class Repeats(StrEnum):
 class Reception:
     """What a live client message or HTTP request led to: the actions to carry out, and the
     recorded channel it was matched to (an HTTP adapter answers on that exchange's framing);
-    None when nothing matched."""
+    None when nothing matched. `missed`: how many of its items matched nothing."""
 
     actions: list[Action]
     channel: str | None
+    missed: int = 0
 
 
 def header(info: dict[str, Any], name: str) -> str | None:
@@ -118,6 +119,7 @@ class Report:
     repeated: int = 0  # requests answered again under Repeats.ALLOW
     unmatched: list[Unmatched] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)  # recorded client requests never received
+    recorded: int = 0  # frames a new episode added to the cassette (record mode new_episodes)
 
     @property
     def clean(self) -> bool:
@@ -129,6 +131,7 @@ class Report:
             "repeated": self.repeated,
             "unmatched": [{"summary": miss.summary, "reason": miss.reason} for miss in self.unmatched],
             "unused": self.unused,
+            "recorded": self.recorded,
         }
 
     def lines(self) -> list[str]:
@@ -136,6 +139,8 @@ class Report:
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
         if self.repeated:
             counts += f", {self.repeated} repeated"
+        if self.recorded:
+            counts += f", {self.recorded} new frames recorded from the real server"
         return (
             [counts]
             + [f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched]
@@ -315,6 +320,7 @@ class ReplayEngine:
         self._item_times: dict[ItemKey, float] = {}
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
+        self.played_frames: set[int] = set()  # seqs of the recorded frames played: client ones matched, server ones sent
         _Indexer(self).walk(frames)
         if race is Race.CANCEL_WINS:
             self._hold_responses_for_cancels()
@@ -349,6 +355,7 @@ class ReplayEngine:
         decoded = decode(payload)
         if decoded.message is None:
             return self._receive_raw(payload)
+        misses = len(self._report.unmatched)
         replies: list[Action] = []
         channel = None
         sent: list[ItemKey] = []
@@ -360,7 +367,7 @@ class ReplayEngine:
                 channel = channel or self._item_channels[matched]
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
-        return Reception(replies + self._release(), channel)
+        return Reception(replies + self._release(), channel, len(self._report.unmatched) - misses)
 
     def open(self, method: str, last_event_id: str | None = None) -> Reception:
         """An HTTP request without a body (a GET stream, a DELETE): it plays the first unplayed
@@ -433,8 +440,8 @@ class ReplayEngine:
             return Reception(self._release(), self._item_channels[key])
         self._miss(f"{len(payload)} bytes that are not JSON-RPC", "the recording has no such bytes from the client")
         if _is_json(payload):
-            return Reception([_error_reply(None, INVALID_REQUEST, "Invalid Request")], None)
-        return Reception([_error_reply(None, PARSE_ERROR, "Parse error")], None)
+            return Reception([_error_reply(None, INVALID_REQUEST, "Invalid Request")], None, missed=1)
+        return Reception([_error_reply(None, PARSE_ERROR, "Parse error")], None, missed=1)
 
     def _receive_item(self, item: dict[str, Any]) -> tuple[ItemKey | None, list[Action]]:
         """The recorded client item this live one matched (None if none), and any reply."""
@@ -537,6 +544,7 @@ class ReplayEngine:
     # --- releasing -------------------------------------------------------------------------
 
     def _consume(self, key: ItemKey) -> None:
+        self.played_frames.add(key[0])
         self._trigger_time = self._item_times.get(key, self._trigger_time)
         for server_item in self._dependents.pop(key, ()):
             server_item.waiting -= 1
@@ -554,6 +562,7 @@ class ReplayEngine:
                 previous = max(previous, server_item.frame.t)
                 actions.append(action)
                 self._report.played += 1
+                self.played_frames.add(server_item.frame.seq)
         return actions
 
     def _restamp(self, server_item: _ServerItem, gap: float = 0.0) -> Action | None:

@@ -1,0 +1,121 @@
+"""New episodes, sans-IO: what the `new_episodes` record mode needs besides a replayer and a
+recorder. On the first client message a cassette has no answer for, the replay hands the session
+over to the real server: `WarmUp` brings a fresh server to where the live session stands by sending
+it what the live client has sent so far (the server's answers to that are not the client's to
+see), then everything goes to the real server through a recorder. `splice` puts what was recorded
+from the hand-over on into the cassette, before the recorded session's end, so the next replay
+plays the old interactions and the new ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from tapes.cassette import Cassette
+from tapes.frames import Frame, Kind
+from tapes.jsonrpc import MessageType, classify, decode, encode, items
+
+
+class WarmUp:
+    """Feeds a real server the live client's messages so far, in order. A client answer to a
+    server request goes out once the real server has asked its own (under the real request's id);
+    the warm-up is done when every request it sent has been answered."""
+
+    def __init__(self, client_lines: Iterable[bytes]) -> None:
+        self._queue = deque(client_lines)
+        self._awaited: set[Any] = set()  # ids of requests sent, not answered yet
+        self._server_requests: deque[Any] = deque()  # ids of the real server's requests, not answered yet
+        self.sent = 0  # client lines sent
+        self.swallowed = 0  # server lines the warm-up took (the live client never sees them)
+
+    def lines_to_send(self) -> list[bytes]:
+        """The client lines that can go to the server now."""
+        out = []
+        while self._queue:
+            message = decode(self._queue[0]).message
+            if message is not None and _is_answer(message):
+                if not self._server_requests:
+                    break  # its server request has not come yet
+                message = {**message, "id": self._server_requests.popleft()}
+                line = encode(message)
+            else:
+                line = self._queue[0]
+                if message is not None:
+                    self._awaited.update(item["id"] for item in items(message) if classify(item) is MessageType.REQUEST)
+            self._queue.popleft()
+            out.append(line)
+            self.sent += 1
+        return out
+
+    def server_line(self, line: bytes) -> None:
+        """A line the server wrote during the warm-up."""
+        self.swallowed += 1
+        message = decode(line).message
+        for item in items(message) if message is not None else ():
+            kind = classify(item)
+            if kind in (MessageType.RESULT, MessageType.ERROR):
+                self._awaited.discard(item.get("id"))
+            elif kind is MessageType.REQUEST:
+                self._server_requests.append(item["id"])
+
+    @property
+    def done(self) -> bool:
+        return not self._queue and not self._awaited
+
+    def pending(self) -> str:
+        """What the warm-up still waits for, in words (for a timeout's warning)."""
+        return f"{len(self._queue)} client messages unsent, {len(self._awaited)} requests unanswered"
+
+
+def _is_answer(message: Any) -> bool:
+    return isinstance(message, dict) and classify(message) in (MessageType.RESULT, MessageType.ERROR)
+
+
+def episode_frames(recording: Cassette, warm_up: WarmUp) -> list[Frame]:
+    """The frames of a recording through the hand-over that came after its warm-up: after the
+    client lines the warm-up sent and the server lines it took (a line is a frame)."""
+    client_seen = server_seen = cut = 0
+    for index, frame in enumerate(recording.frames):
+        if frame.kind not in (Kind.MESSAGE, Kind.RAW):
+            continue
+        if frame.from_client:
+            client_seen += 1
+            in_warm_up = client_seen <= warm_up.sent
+        else:
+            server_seen += 1
+            in_warm_up = server_seen <= warm_up.swallowed
+        if in_warm_up:
+            cut = index + 1
+    return recording.frames[cut:]
+
+
+def splice(cassette: Cassette, played: set[int], episode: list[Frame]) -> Cassette:
+    """The cassette with `episode` put in after the recorded frames this run played (`played`: their
+    seqs) and before those it did not, so that a next run, asking what this one asked, gets the
+    episode's answers to what came after the hand-over, not older unplayed ones. The recorded
+    session's end (the client's end of input and what followed) stays last; the episode's own
+    ending is left out. Frames are renumbered and the episode's times moved to follow the played ones."""
+    frames = cassette.frames
+    end = _client_end(frames)
+    episode = episode[: _client_end(episode)]
+    if not episode:
+        return cassette
+    before = [frame for frame in frames[:end] if frame.seq in played]
+    after = [frame for frame in frames[:end] if frame.seq not in played] + frames[end:]
+    shift = (before[-1].t if before else 0.0) - episode[0].t
+    duration = episode[-1].t - episode[0].t
+    moved = [
+        *before,
+        *(dataclasses.replace(frame, t=frame.t + shift) for frame in episode),
+        *(dataclasses.replace(frame, t=frame.t + duration) for frame in after),
+    ]
+    renumbered = [dataclasses.replace(frame, seq=seq) for seq, frame in enumerate(moved, start=1)]
+    return Cassette(cassette.header, renumbered, list(cassette.warnings))
+
+
+def _client_end(frames: list[Frame]) -> int:
+    """The index of the client's end of input (the length when there is none)."""
+    return next((i for i, f in enumerate(frames) if f.from_client and f.kind is Kind.STREAM_END), len(frames))

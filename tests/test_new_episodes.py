@@ -1,0 +1,123 @@
+"""The new-episodes hand-over (`tapes replay --new-episodes -- SERVER`, record mode new_episodes):
+the replay answers what the cassette has; at the first miss a real server is started, brought to
+the live session's state, and takes over; what it says is spliced into the cassette, so the next
+run replays the whole session offline with the answers this run got."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import TAPES
+from flows import Observer, connect, dump
+
+from tapes.cassette import Cassette, Header, load
+from tapes.episodes import WarmUp, episode_frames, splice
+from tapes.frames import STDIO, Direction, Frame, Kind
+from tapes.jsonrpc import encode
+
+NOTES_SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "notes_server.py")]
+
+
+async def notes_session(argv: list[str], titles: list[str]) -> list[Any]:
+    """Ask the client's model (a server→client request), add notes, read the index (the server's state)."""
+    observer = Observer()
+    with anyio.fail_after(60):
+        async with connect(argv, observer=observer) as client:
+            out = [dump(await client.call_tool("ask_model", {"question": "weather?"}))]
+            for title in titles:
+                out.append(dump(await client.call_tool("add_note", {"title": title, "text": "x"})))
+            out.append(dump(await client.read_resource("notes://index")))
+    return out
+
+
+def run(argv: list[str], titles: list[str]) -> list[Any]:
+    return anyio.run(notes_session, argv, titles)
+
+
+def test_a_miss_hands_over_to_the_real_server_and_the_next_replay_has_it_all(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.tape"
+    run([*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], ["a"])
+    recorded = load(cassette)
+    direct = run(NOTES_SERVER, ["a", "b"])  # what the real server answers the longer session
+
+    report = tmp_path / "report.json"
+    handed_over = run([*TAPES, "replay", str(cassette), "--report", str(report), "--new-episodes", "--", *NOTES_SERVER],
+                      ["a", "b"])
+    # the index lists both notes: the real server was warmed up with the replayed add_note("a")
+    assert handed_over == direct and "b" in str(handed_over[-1]) and "a" in str(handed_over[-1])
+    summary = json.loads(report.read_text())
+    assert summary["unmatched"] == [] and summary["recorded"] > 0
+
+    extended = load(cassette)
+    assert len(extended.frames) > len(recorded.frames) and not list(tmp_path.glob("*.episode"))
+    # offline again: the whole longer session replays, clean, with what the real server said
+    strict = tmp_path / "strict.json"
+    assert run([*TAPES, "replay", str(cassette), "--report", str(strict)], ["a", "b"]) == direct
+    summary = json.loads(strict.read_text())
+    # clean; what stays unused is the first session's index read, whose answer predates note b
+    assert summary["unmatched"] == [] and [u.split(" #")[0] for u in summary["unused"]] == ["resources/read"]
+
+
+def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
+    import subprocess
+
+    cassette = tmp_path / "x.tape"
+    cassette.write_bytes(b"")
+    for argv, expected in [
+        ([str(cassette), "--new-episodes"], "--new-episodes needs the real server's command after --"),
+        ([str(cassette), "--", "python", "server.py"], "a command needs --new-episodes"),
+        ([str(cassette), "--before-record", "m:f"], "--before-record only applies with --new-episodes"),
+    ]:
+        done = subprocess.run([*TAPES, "replay", *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the sans-IO parts -------------------------------------------------------------------------
+
+
+def line(message: dict[str, Any]) -> bytes:
+    return encode(message)
+
+
+def test_warm_up_answers_the_real_servers_request_under_its_own_id() -> None:
+    warm = WarmUp([line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask"}}),
+                   line({"jsonrpc": "2.0", "id": "recorded-7", "result": {"text": "sunny"}})])
+    assert warm.lines_to_send() == [line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask"}})]
+    assert not warm.done  # the answer waits for the real server's own request
+    warm.server_line(line({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {}}))
+    assert warm.lines_to_send() == [line({"jsonrpc": "2.0", "id": 0, "result": {"text": "sunny"}})]
+    assert not warm.done  # tools/call 1 is not answered yet
+    warm.server_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    assert warm.done and (warm.sent, warm.swallowed) == (2, 2)
+
+
+def frame(seq: int, t: float, client: bool, kind: Kind = Kind.MESSAGE, message: Any = None) -> Frame:
+    direction = Direction.CLIENT_TO_SERVER if client else Direction.SERVER_TO_CLIENT
+    return Frame(seq, t, direction, STDIO, kind, message, info={"reason": "eof"} if kind is Kind.STREAM_END else None)
+
+
+def test_splice_puts_the_episode_after_what_was_played_and_before_the_rest() -> None:
+    old = Cassette(Header("stdio", {}), [
+        frame(1, 0.0, True, message={"id": 1}), frame(2, 0.1, False, message={"id": 1}),  # played
+        frame(3, 0.2, True, message={"id": 2}), frame(4, 0.3, False, message={"id": 2}),  # not played
+        frame(5, 0.4, True, Kind.STREAM_END), frame(6, 0.5, False, Kind.EXIT),
+    ])
+    recording = Cassette(Header("stdio", {}), [
+        frame(1, 10.0, True, message={"id": 1}), frame(2, 10.1, False, message={"id": 1}),  # warm-up
+        frame(3, 11.0, True, message={"id": 9}), frame(4, 11.5, False, message={"id": 9}),  # the episode
+        frame(5, 12.0, True, Kind.STREAM_END), frame(6, 12.1, False, Kind.EXIT),
+    ])
+    warm = WarmUp([])
+    warm.sent, warm.swallowed = 1, 1
+    episode = episode_frames(recording, warm)
+    assert [f.message for f in episode[:2]] == [{"id": 9}, {"id": 9}]
+    spliced = splice(old, {1, 2}, episode).frames
+    assert [f.seq for f in spliced] == list(range(1, 9))
+    assert [(f.message or {}).get("id", f.kind.value) for f in spliced] == [1, 1, 9, 9, 2, 2, "stream_end", "exit"]
+    assert [f.t for f in spliced[:4]] == pytest.approx([0.0, 0.1, 0.1, 0.6])  # the episode follows the played frames
+    assert spliced[4].t == pytest.approx(0.7)
