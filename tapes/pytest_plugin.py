@@ -11,9 +11,11 @@ under test a replaying (or recording) MCP server. A composition root, like the C
 
 Record modes (`--tape-record-mode`, ini `tape_record_mode`, `[tool.tapes] record-mode`):
 `none` replays only and fails on a missing cassette; `once` records when the cassette is
-missing and replays otherwise; `all` always records, replacing the cassette only when the test
-passes; `rewrite` deletes the cassette, then records. Default: `none` when the CI environment
-variable is set, `once` otherwise.
+missing and replays otherwise; `new_episodes` replays what the cassette has and, at the first
+request it lacks, hands the session to the real server (warmed up to the live session's state)
+and adds what it says to the cassette (stdio); `all` always records, replacing the cassette only
+when the test passes; `rewrite` deletes the cassette, then records. Default: `none` when the CI
+environment variable is set, `once` otherwise.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from tapes.cassette import load
 from tapes.config import Config, load_config
 from tapes.control import ReplayControl
 
-RECORD_MODES = ("none", "once", "all", "rewrite")
+RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 TAPES = [sys.executable, "-m", "tapes"]
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
 
@@ -48,7 +50,7 @@ _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tapes", "mcp-tapes: record and replay MCP sessions")
     group.addoption("--tape-record-mode", choices=RECORD_MODES, default=None,
-                    help="none | once | all | rewrite (default: none under CI, once otherwise)")
+                    help="none | once | new_episodes | all | rewrite (default: none under CI, once otherwise)")
     parser.addini("tape_record_mode", "default record mode for @pytest.mark.tape tests", default=None)
 
 
@@ -96,8 +98,14 @@ class Tape:
             if not self.server:
                 pytest.fail(f"cannot record {self.path}: the tape marker names no server=[...] command", pytrace=False)
             return [*TAPES, "record", "-o", str(self.writing_to), *self.record_flags, "--", *self.server]
-        return [*TAPES, "replay", str(self.path), "--allow-unmatched", "--report", str(self.report_path),
-                *self.control_flags]
+        replay = [*TAPES, "replay", str(self.path), "--allow-unmatched", "--report", str(self.report_path),
+                  *self.control_flags]
+        if self.mode == "new_episodes":
+            if not self.server:
+                pytest.fail(f"cannot add new episodes to {self.path}: the tape marker names no server=[...] command",
+                            pytrace=False)
+            return [*replay, "--new-episodes", *self.record_flags, "--", *self.server]
+        return replay
 
     @property
     def report(self) -> dict[str, Any] | None:
@@ -199,6 +207,9 @@ def tape_server(tape: Tape) -> list[str]:
 def tape_url(tape: Tape) -> Iterator[str]:
     """The URL the code under test should use: an in-process HTTP replayer serving the test's
     cassette, or, when recording, `tapes record --upstream` in front of the marker's upstream."""
+    if tape.mode == "new_episodes" and not tape.recording:
+        pytest.fail("record mode new_episodes works with stdio servers (tape_server) only, not yet over HTTP; "
+                    "use once or all for HTTP cassettes", pytrace=False)
     if tape.recording:
         if not tape.upstream:
             pytest.fail(f"cannot record {tape.path}: the tape marker names no upstream=URL", pytrace=False)

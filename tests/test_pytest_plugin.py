@@ -93,6 +93,35 @@ def test_rewrite_deletes_then_records(pytester: pytest.Pytester) -> None:
     assert "RECORDING" in result.stdout.str() and load(cassette(pytester)).frames
 
 
+def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: pytest.Pytester) -> None:
+    run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
+    before = load(cassette(pytester)).frames
+    lima = INNER.replace('CITY = "Paris"', 'CITY = "Lima"')
+    added = run(pytester, "--tape-record-mode=new_episodes", source=lima)
+    added.assert_outcomes(passed=1)  # the real server answered the call the cassette lacked
+    after = load(cassette(pytester)).frames
+    assert len(after) > len(before) and any("Lima" in str(frame.message) for frame in after)
+    # from now on both sessions replay offline, and nothing is added any more
+    run(pytester, "--tape-record-mode=none", source=lima).assert_outcomes(passed=1)
+    run(pytester, "--tape-record-mode=none").assert_outcomes(passed=1)
+    run(pytester, "--tape-record-mode=new_episodes", source=lima).assert_outcomes(passed=1)
+    assert len(load(cassette(pytester)).frames) == len(after)
+
+
+def test_new_episodes_over_http_is_refused_clearly(pytester: pytest.Pytester) -> None:
+    (pytester.path / "http.tape").write_bytes((ROOT / "cassettes" / "everything-http-2025-11-25.tape").read_bytes())
+    pytester.makepyfile(test_http="""
+import pytest
+
+@pytest.mark.tape("http.tape", upstream="http://127.0.0.1:9/mcp")
+def test_it(tape_url):
+    pass
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=new_episodes")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*record mode new_episodes works with stdio servers (tape_server) only*"])
+
+
 def test_an_unmatched_request_fails_the_test_naming_the_nearest_candidate(pytester: pytest.Pytester) -> None:
     run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
     result = run(pytester, "--tape-record-mode=none", source=INNER.replace('CITY = "Paris"', 'CITY = "Lima"'))
