@@ -84,30 +84,19 @@ def test_verify_server_everything_over_http_against_the_recording(everything_htt
     assert text.returncode == 0 and "same behaviour (10 interactions matched)" in text.stdout
 
 
-CHANGED_SERVER = """
-import asyncio, socket, sys
-import uvicorn
+CHANGED_SERVER = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent / "servers")!r})
 from mcp.server.mcpserver import MCPServer
+from serving import serve
 
 server = MCPServer(name="everything-changed", version="2.0.0", log_level="WARNING")
 
 @server.tool(description="Echoes back the input")
 def echo(message: str) -> str:
-    return f"Echo (changed): {message}"
+    return f"Echo (changed): {{message}}"
 
-sock = socket.socket()
-sock.bind(("127.0.0.1", 0))
-sock.listen(128)
-uvicorn_server = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning"))
-
-async def serve() -> None:
-    task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
-    while not uvicorn_server.started and not task.done():
-        await asyncio.sleep(0.01)
-    print(f"changed server listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
-    await task
-
-asyncio.run(serve())
+serve(server.streamable_http_app(), "changed server")
 """
 
 

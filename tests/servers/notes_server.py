@@ -1,6 +1,7 @@
 """A small MCP server written with the official Python SDK (`MCPServer`), run over stdio.
 
-    python tests/servers/notes_server.py
+    python tests/servers/notes_server.py           (stdio)
+    python tests/servers/notes_server.py --http    (Streamable HTTP on a free port of 127.0.0.1)
 
 It is a test peer: every feature the recorder/replayer must carry is exercised by one tool,
 resource or prompt, and every answer is deterministic (no clocks, no randomness), so a flow
@@ -22,6 +23,7 @@ goes to stderr).
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import anyio
@@ -104,4 +106,9 @@ def summarize(topic: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:] == ["--http"]:  # Streamable HTTP on a free port, announced on stderr
+        from serving import serve
+
+        serve(server.streamable_http_app(), "notes server")
+    else:
+        server.run("stdio")

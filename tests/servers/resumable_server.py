@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import socket
-import sys
 
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.types import JSONRPCMessage
+from serving import serve
 
 RETRY_MS = 100
 
@@ -88,25 +86,8 @@ def main() -> None:
     parser.add_argument("--certfile", help="serve HTTPS with this certificate (chain) PEM")
     parser.add_argument("--keyfile", help="and this private key PEM")
     args = parser.parse_args()
-    port = args.port
-    scheme = "https" if args.certfile else "http"
     app = server.streamable_http_app(event_store=MemoryEventStore(), retry_interval=RETRY_MS)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    uvicorn_server = uvicorn.Server(uvicorn.Config(
-        app, log_level="warning", lifespan="on", ssl_certfile=args.certfile, ssl_keyfile=args.keyfile
-    ))
-
-    async def serve() -> None:
-        task = asyncio.create_task(uvicorn_server.serve(sockets=[sock]))
-        while not uvicorn_server.started and not task.done():
-            await asyncio.sleep(0.01)
-        print(f"resumable server listening on {scheme}://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
-        await task
-
-    asyncio.run(serve())
+    serve(app, "resumable server", args.port, args.certfile, args.keyfile)
 
 
 if __name__ == "__main__":
