@@ -36,11 +36,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tapes.cassette import Cassette, load
+from replayer.handover import Handover, HttpNewEpisodes
+from tapes.cassette import Cassette, load, save
 from tapes.control import ReplayControl
-from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action
+from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
+from tapes.episodes import last_exchange, splice
 from tapes.errors import UserError
-from tapes.frames import Kind
+from tapes.frames import Frame, Kind
 from tapes.http_rules import (
     KNOWN_VERSIONS,
     LOCAL_HOSTS,
@@ -101,6 +103,9 @@ class _Session:
         }
         self._changed = asyncio.Event()
         self.closing = False
+        self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []  # with new episodes: the live POSTs so far
+        self.handover: Handover | None = None  # the real server, once the session is handed over to it
+        self.handed_over_misses = 0  # the misses of the POST that handed over: recorded now, not misses
         self.perform(self.engine.start())
 
     def perform(self, actions: list[Action]) -> list[Action]:
@@ -125,6 +130,7 @@ class ReplayOptions:
     allowed_hosts: Sequence[str] = ()  # Origin hosts allowed besides the local ones
     max_body: int = MAX_BODY
     control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
+    new_episodes: HttpNewEpisodes | None = None  # hand a session over to the real server at its first miss
 
 
 class HttpReplayer:
@@ -165,10 +171,45 @@ class HttpReplayer:
     def clean(self) -> bool:
         return all(session.engine.report.clean for session in self._sessions)
 
-    def close(self) -> None:
+    def report(self) -> Report:
+        """The sessions' reports as one."""
+        merged = Report()
+        for session in self._sessions:
+            report = session.engine.report
+            merged.played += report.played
+            merged.repeated += report.repeated
+            merged.recorded += report.recorded
+            merged.unmatched += report.unmatched
+            merged.unused += report.unused
+        return merged
+
+    async def close(self) -> None:
         """End every open stream (the server is shutting down)."""
         for session in self._sessions:
             session.close()
+            if session.handover is not None:
+                await session.handover.close()
+
+    def add_new_episodes(self) -> int:
+        """After serving: put what the real server said to handed-over sessions into the cassette
+        file (replaced atomically); the number of frames added."""
+        handed_over = [session for session in self._sessions if session.handover is not None]
+        if not handed_over or self.options.new_episodes is None:
+            return 0
+        episode: list[Frame] = []
+        for session in handed_over:
+            assert session.handover is not None
+            episode += session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1)
+            del session.engine.report.unmatched[-session.handed_over_misses :]
+        played = set().union(*(session.engine.played_frames for session in self._sessions))
+        extended = splice(self._cassette, played, episode)
+        path = self.options.new_episodes.cassette
+        scratch = path.with_name(path.name + ".new")
+        save(extended, scratch)
+        os.replace(scratch, path)
+        added = len(extended.frames) - len(self._cassette.frames)
+        handed_over[0].engine.report.recorded = added
+        return added
 
     # --- requests --------------------------------------------------------------------------
 
@@ -184,6 +225,8 @@ class HttpReplayer:
         session = self._session_for(request, None)
         if isinstance(session, Response):
             return session
+        if session.handover is not None:
+            return await session.handover.forward(request, None)
         if request.method == "GET":
             return await self._get(request, session)
         return await self._delete(request, session)
@@ -200,7 +243,13 @@ class HttpReplayer:
         if stateless:
             if problem := header_mismatch(list(request.headers.items()), message, self._mirrored):
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
+        if session.handover is not None:
+            return await session.handover.forward(request, body)
         reception = session.engine.receive(body)
+        if self.options.new_episodes is not None and session.legacy_stream is None:
+            if reception.missed:
+                return await self._hand_over(request, session, body, reception.missed)
+            session.sent.append((body, list(request.headers.items())))
         made_up = session.perform(reception.actions)
         if session.legacy_stream is not None and made_up:
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
@@ -260,6 +309,14 @@ class HttpReplayer:
         if sessionless is not None and (not self._by_id or asked in sessionless.rpc_methods | sessionless.http_methods):
             return sessionless
         return _error(400, "Bad Request: Mcp-Session-Id header is required")
+
+    async def _hand_over(self, request: Request, session: _Session, body: bytes, misses: int) -> Response:
+        """The session's first miss: the real server takes the session over from here."""
+        assert self.options.new_episodes is not None
+        session.handover = Handover(self.options.new_episodes, session.recorded_id)
+        session.handed_over_misses = misses
+        await session.handover.start(session.sent, request.url.path)
+        return await session.handover.forward(request, body)
 
     # --- answers ---------------------------------------------------------------------------
 
@@ -431,7 +488,7 @@ class _Server(uvicorn.Server):
         self.replayer = replayer
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        self.replayer.close()
+        await self.replayer.close()
         await super().shutdown(sockets)
 
 
@@ -481,6 +538,7 @@ class ReplayServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self._socket.close()
+        self.replayer.add_new_episodes()
 
     @property
     def report_lines(self) -> list[str]:
@@ -529,6 +587,7 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    replayer.add_new_episodes()
     style = "green" if replayer.clean else "red"
     for number, line in enumerate(replayer.report_lines()):
         console.print(f"[{style if number == 0 else 'yellow'}]tapes replay: {line}[/]", soft_wrap=True)

@@ -134,8 +134,9 @@ def record(
 @click.option("--repeats", type=click.Choice([r.value for r in Repeats]), help="What repeated requests get.")
 @click.option("--timing", metavar="instant|recorded|FACTOR", help="Wait the recorded gaps (scaled by FACTOR).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary as JSON.")
-@click.option("--new-episodes", is_flag=True,
-              help="On the first miss, hand the session to the real server (-- COMMAND) and add what it says to the cassette.")
+@click.option("--new-episodes", is_flag=True, help="On the first miss, hand the session to the real server "
+              "(-- COMMAND, or --upstream URL with --http) and add what it says to the cassette.")
+@click.option("--upstream", metavar="URL", help="With --http --new-episodes: the real server.")
 @click.option("--before-record", metavar="MODULE:FUNCTION", help="With --new-episodes: pass new frames through this function.")
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def replay(
@@ -155,6 +156,7 @@ def replay(
     timing: str | None,
     report_path: Path | None,
     new_episodes: bool,
+    upstream: str | None,
     before_record: str | None,
     server_command: tuple[str, ...],
 ) -> None:
@@ -163,7 +165,8 @@ def replay(
     \b
     stdio:  tapes replay FILE                                (where the client expects the server command)
     HTTP:   tapes replay FILE --http [--listen HOST:PORT]   (point the client at the printed URL)
-    New episodes (stdio):  tapes replay FILE --new-episodes -- python server.py
+    New episodes:  tapes replay FILE --new-episodes -- python server.py
+                   tapes replay FILE --http --new-episodes --upstream http://127.0.0.1:3001/mcp
     Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
     """
     from tapes.cassette import load
@@ -178,12 +181,14 @@ def replay(
     control = ReplayControl.build(**settings)
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
-    if new_episodes != bool(server_command):
-        raise UserError("--new-episodes needs the real server's command after --, and a command needs --new-episodes")
+    real_server = upstream if over_http else server_command
+    if new_episodes != bool(real_server) or (over_http and server_command):
+        raise UserError("--new-episodes needs the real server: its command after -- (stdio) or --upstream URL "
+                        "(--http), and neither applies without --new-episodes")
     if before_record and not new_episodes:
         raise UserError("--before-record only applies with --new-episodes")
     if not over_http:
-        if used := [flag for flag, value in http_only.items() if value]:
+        if used := [flag for flag, value in {**http_only, "--upstream": upstream}.items() if value]:
             raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
         from replayer.stdio import NewEpisodes, replay_stdio
 
@@ -192,15 +197,15 @@ def replay(
             plan = NewEpisodes(list(server_command), Path(cassette), ["--before-record", before_record] if before_record else [])
         sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path,
                               new_episodes=plan))
-    if new_episodes:
-        raise UserError("--new-episodes is for stdio replays (an HTTP replay cannot hand over to a server yet)")
-
+    from replayer.handover import HttpNewEpisodes
     from replayer.http import ReplayOptions, replay_http
     from tapes.streams import Faults
 
     host, port = _listen_address(listen or "127.0.0.1:8080")
     faults = Faults.from_options(drop_after, delay, malformed, missing_sessions)
     options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)
+    if upstream:
+        options.new_episodes = HttpNewEpisodes(upstream, Path(cassette), ["--before-record", before_record] if before_record else [])
     sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
 
 

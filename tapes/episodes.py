@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from tapes.cassette import Cassette
-from tapes.frames import Frame, Kind
+from tapes.frames import STDIO, Frame, Kind, http_channel
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.sessions import SESSION_HEADER
 
 
 class WarmUp:
@@ -103,8 +104,11 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame]) -> Casset
     episode = episode[: _client_end(episode)]
     if not episode:
         return cassette
-    before = [frame for frame in frames[:end] if frame.seq in played]
-    after = [frame for frame in frames[:end] if frame.seq not in played] + frames[end:]
+    # an HTTP exchange goes as a whole: its request head is not matched, its body is
+    played_exchanges = {f.channel for f in frames if f.seq in played and f.channel != STDIO}
+    was_played = [frame.seq in played or frame.channel in played_exchanges for frame in frames[:end]]
+    before = [frame for frame, is_played in zip(frames, was_played) if is_played]
+    after = [frame for frame, is_played in zip(frames, was_played) if not is_played] + frames[end:]
     shift = (before[-1].t if before else 0.0) - episode[0].t
     duration = episode[-1].t - episode[0].t
     moved = [
@@ -119,3 +123,31 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame]) -> Casset
 def _client_end(frames: list[Frame]) -> int:
     """The index of the client's end of input (the length when there is none)."""
     return next((i for i, f in enumerate(frames) if f.from_client and f.kind is Kind.STREAM_END), len(frames))
+
+
+def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None, first_exchange: int) -> list[Frame]:
+    """The frames of an HTTP hand-over's recording after its warm-up (its first `warm_up_posts`
+    POST exchanges), as frames of the replayed session: the session id the real server issued
+    is put back to the recorded `session_id`, and exchanges are renumbered from `first_exchange`."""
+    posts = [f.channel for f in recording.frames if f.kind is Kind.HTTP_REQUEST and (f.info or {}).get("method") == "POST"]
+    warm_up = set(posts[:warm_up_posts])
+    issued = next((value for f in recording.frames if f.kind is Kind.HTTP_RESPONSE
+                   for name, value in (f.info or {}).get("headers") or () if name.lower() == SESSION_HEADER), None)
+    numbers: dict[str, str] = {}
+    out = []
+    for frame in recording.frames:
+        if frame.channel in warm_up:
+            continue
+        channel = numbers.setdefault(frame.channel, http_channel(first_exchange + len(numbers)))
+        info = frame.info
+        if info and "headers" in info and issued is not None and session_id is not None:
+            headers = [[name, session_id if name.lower() == SESSION_HEADER and value == issued else value]
+                       for name, value in info["headers"]]
+            info = {**info, "headers": headers}
+        out.append(dataclasses.replace(frame, channel=channel, info=info))
+    return out
+
+
+def last_exchange(frames: list[Frame]) -> int:
+    """The highest exchange number of an HTTP recording's channels (0 if none)."""
+    return max((int(f.channel[5:]) for f in frames if f.channel.startswith("http:")), default=0)

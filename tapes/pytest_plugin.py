@@ -23,13 +23,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -84,7 +79,8 @@ class Tape:
     server: list[str] | None
     upstream: str | None
     record_flags: list[str]
-    control_flags: list[str]
+    control: ReplayControl
+    control_flags: list[str]  # the same, as `tapes replay` flags
     report_path: Path
     fail_on_unused: bool
     writing_to: Path = field(init=False)  # where a recording goes (a scratch file under `all`)
@@ -109,7 +105,7 @@ class Tape:
 
     @property
     def report(self) -> dict[str, Any] | None:
-        """The stdio replay's summary (played, repeated, unmatched, unused), once the replayer exited."""
+        """The replay's summary (played, repeated, unmatched, unused, recorded), once the replayer stopped."""
         if not self.report_path.exists():
             return None
         return json.loads(self.report_path.read_text())
@@ -129,17 +125,18 @@ def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
     return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}.tape"
 
 
-def _control_flags(marker: pytest.Mark, settings: Config) -> list[str]:
+def _control(marker: pytest.Mark, settings: Config) -> tuple[ReplayControl, list[str]]:
+    """The replay control the marker and [tool.tapes] ask for, and the same as `tapes replay` flags."""
     values = settings.control_settings()
     values.update({name: marker.kwargs[name] for name in _CONTROL_OPTIONS if marker.kwargs.get(name) is not None})
     values["ignore"] = (*settings.ignore, *marker.kwargs.get("ignore", ()))
-    ReplayControl.build(**values)  # a bad name fails here, in the test's setup, not in the replayer
+    control = ReplayControl.build(**values)  # a bad name fails here, in the test's setup, not in the replayer
     flags = []
     for name in ("match", "race", "repeats", "timing"):
         flags += [f"--{name}", str(values[name])]
     for pointer in values["ignore"]:
         flags += ["--ignore", pointer]
-    return flags
+    return control, flags
 
 
 @pytest.fixture
@@ -160,7 +157,7 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tape]:
         path.parent.mkdir(parents=True, exist_ok=True)
     hook = marker.kwargs.get("before_record") or settings.before_record
     handle = Tape(path, mode, recording, marker.kwargs.get("server"), marker.kwargs.get("upstream"),
-                  ["--before-record", hook] if hook else [], _control_flags(marker, settings),
+                  ["--before-record", hook] if hook else [], *_control(marker, settings),
                   tmp_path / "tape-report.json", bool(marker.kwargs.get("fail_on_unused")))
     with ExitStack() as stack:
         if marker.kwargs.get("freeze_time") and not recording:
@@ -207,54 +204,36 @@ def tape_server(tape: Tape) -> list[str]:
 def tape_url(tape: Tape) -> Iterator[str]:
     """The URL the code under test should use: an in-process HTTP replayer serving the test's
     cassette, or, when recording, `tapes record --upstream` in front of the marker's upstream."""
-    if tape.mode == "new_episodes" and not tape.recording:
-        pytest.fail("record mode new_episodes works with stdio servers (tape_server) only, not yet over HTTP; "
-                    "use once or all for HTTP cassettes", pytrace=False)
     if tape.recording:
         if not tape.upstream:
             pytest.fail(f"cannot record {tape.path}: the tape marker names no upstream=URL", pytrace=False)
         with _http_recorder(tape.writing_to, tape.upstream, tape.record_flags) as url:
             yield url
         return
+    from replayer.handover import HttpNewEpisodes
     from replayer.http import ReplayOptions, replay_server
 
-    with replay_server(tape.path, options=ReplayOptions()) as server:
+    options = ReplayOptions(control=tape.control)
+    if tape.mode == "new_episodes":
+        if not tape.upstream:
+            pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
+        options.new_episodes = HttpNewEpisodes(tape.upstream, tape.path, tape.record_flags)
+    with replay_server(tape.path, options=options) as server:
         yield server.url
-        lines = server.report_lines
-    if not server.clean:
-        pytest.fail(f"replay of {tape.path} did not go as recorded:\n  " + "\n  ".join(lines[1:]), pytrace=False)
+    tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown
 
 
 @contextmanager
 def _http_recorder(output: Path, upstream: str, flags: list[str]) -> Iterator[str]:
     """`tapes record --upstream` on a free port while the block runs; yields where the client goes."""
-    command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0", *flags]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    from recorder.process import HttpRecorderProcess
+    from tapes.errors import UserError
+
     try:
-        url = _recording_url(process)
-        # Keep its stderr flowing (to the real stderr, which outlives the test's capture): a pipe
-        # nobody reads would fill and stall the recorder.
-        threading.Thread(target=shutil.copyfileobj, args=(process.stderr, sys.__stderr__), daemon=True).start()
-        yield url
+        recorder = HttpRecorderProcess(output, upstream, flags)
+    except UserError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield recorder.url
     finally:
-        process.send_signal(signal.SIGINT)  # the recorder flushes the cassette and exits
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _recording_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    """The client URL from the recorder's banner line on stderr."""
-    assert process.stderr is not None
-    deadline = time.monotonic() + timeout
-    seen = []
-    while (left := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([process.stderr], [], [], left)
-        line = process.stderr.readline() if ready else ""
-        if not line and process.poll() is not None:
-            break
-        seen.append(line)
-        if found := re.search(r"tapes: recording (http://\S+)", line):
-            return found[1]
-    pytest.fail("tapes record did not start: " + "".join(seen).strip(), pytrace=False)
+        recorder.stop()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,12 @@ import anyio
 import pytest
 from conftest import TAPES
 from flows import Observer, connect, dump
+from mcp import Client
+from processes import Process
+from test_http_replayer import record
 
+from replayer.handover import HttpNewEpisodes
+from replayer.http import ReplayOptions, replay_server
 from tapes.cassette import Cassette, Header, load
 from tapes.episodes import WarmUp, episode_frames, splice
 from tapes.frames import STDIO, Direction, Frame, Kind
@@ -69,12 +76,68 @@ def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
     cassette = tmp_path / "x.tape"
     cassette.write_bytes(b"")
     for argv, expected in [
-        ([str(cassette), "--new-episodes"], "--new-episodes needs the real server's command after --"),
-        ([str(cassette), "--", "python", "server.py"], "a command needs --new-episodes"),
+        ([str(cassette), "--new-episodes"], "--new-episodes needs the real server"),
+        ([str(cassette), "--", "python", "server.py"], "neither applies without --new-episodes"),
+        ([str(cassette), "--http", "--new-episodes", "--", "python"], "--new-episodes needs the real server"),
+        ([str(cassette), "--upstream", "http://x/mcp"], "--upstream only applies to an HTTP replay"),
         ([str(cassette), "--before-record", "m:f"], "--before-record only applies with --new-episodes"),
     ]:
         done = subprocess.run([*TAPES, "replay", *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
         assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+# --- over HTTP: the replayed session is handed over to the real server's URL --------------------
+
+
+@contextmanager
+def notes_over_http() -> Iterator[str]:
+    """A fresh notes server (its notes start empty) over Streamable HTTP; its URL."""
+    server = Process([*NOTES_SERVER, "--http"])
+    try:
+        yield server.wait_for(r"listening on (\S+)")[1]
+    finally:
+        server.stop()
+
+
+async def notes_http_session(url: str, titles: list[str], mode: str) -> list[Any]:
+    """As `notes_session`, over HTTP; at 2025-11-25 (legacy mode: a session with its id) the
+    server also asks the client's model, a request on the tool call's SSE stream."""
+    observer = Observer()
+    with anyio.fail_after(60):
+        async with Client(url, mode=mode, sampling_callback=observer.sampling, cache=None) as client:
+            out = [client.protocol_version]
+            if mode == "legacy":
+                out.append(dump(await client.call_tool("ask_model", {"question": "weather?"})))
+            for title in titles:
+                out.append(dump(await client.call_tool("add_note", {"title": title, "text": "x"})))
+            out.append(dump(await client.read_resource("notes://index")))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(mode: str, tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.tape"
+
+    def flow(url: str, titles: list[str]) -> list[Any]:
+        return anyio.run(notes_http_session, url, titles, mode)
+
+    with notes_over_http() as upstream:
+        record(cassette, upstream, lambda url: flow(url, ["a"]))
+    with notes_over_http() as upstream:
+        direct = flow(upstream, ["a", "b"])
+    assert '["a", "b"]' in str(direct[-1])
+
+    with notes_over_http() as upstream:
+        plan = HttpNewEpisodes(upstream, cassette)
+        with replay_server(cassette, options=ReplayOptions(new_episodes=plan)) as server:
+            assert flow(server.url, ["a", "b"]) == direct  # the real server was warmed up with note a
+    handed_over = server.replayer.report()
+    assert handed_over.unmatched == [] and handed_over.recorded > 0
+
+    # offline: the longer session replays clean, with what the real server said
+    with replay_server(cassette) as server:
+        assert flow(server.url, ["a", "b"]) == direct
+    assert server.replayer.report().unmatched == []
 
 
 # --- the sans-IO parts -------------------------------------------------------------------------

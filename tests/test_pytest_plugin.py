@@ -12,6 +12,8 @@ import pytest
 from conftest import ROOT, TAPES
 from mcp import Client, MCPError, StdioServerParameters
 
+from test_new_episodes import notes_over_http
+
 from tapes.cassette import load
 
 WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
@@ -108,18 +110,34 @@ def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: py
     assert len(load(cassette(pytester)).frames) == len(after)
 
 
-def test_new_episodes_over_http_is_refused_clearly(pytester: pytest.Pytester) -> None:
-    (pytester.path / "http.tape").write_bytes((ROOT / "cassettes" / "everything-http-2025-11-25.tape").read_bytes())
-    pytester.makepyfile(test_http="""
-import pytest
+NOTES_OVER_HTTP = """
+import json, anyio, pytest
+from mcp import Client
 
-@pytest.mark.tape("http.tape", upstream="http://127.0.0.1:9/mcp")
-def test_it(tape_url):
-    pass
-""")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=new_episodes")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*record mode new_episodes works with stdio servers (tape_server) only*"])
+async def titles(url, adding):
+    async with Client(url, mode="legacy", cache=None) as client:
+        for title in adding:
+            await client.call_tool("add_note", {{"title": title, "text": "x"}})
+        index = await client.read_resource("notes://index")
+    return json.loads(index.contents[0].text)["titles"]
+
+@pytest.mark.tape("notes.tape", upstream={upstream!r})
+def test_notes(tape_url):
+    assert anyio.run(titles, tape_url, {adding!r}) == {adding!r}
+"""
+
+
+def test_new_episodes_over_http_hands_the_session_to_the_upstream(pytester: pytest.Pytester) -> None:
+    def run_notes(mode: str, adding: list[str], upstream: str = "http://127.0.0.1:9/mcp") -> pytest.RunResult:
+        pytester.makepyfile(test_notes=NOTES_OVER_HTTP.format(upstream=upstream, adding=adding))
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--tape-record-mode={mode}")
+
+    with notes_over_http() as upstream:
+        run_notes("once", ["a"], upstream).assert_outcomes(passed=1)
+    with notes_over_http() as upstream:  # a fresh server: it only knows note a through the warm-up
+        run_notes("new_episodes", ["a", "b"], upstream).assert_outcomes(passed=1)
+    run_notes("none", ["a", "b"]).assert_outcomes(passed=1)  # offline, nothing listens upstream
+    run_notes("none", ["a", "c"]).assert_outcomes(failed=1)
 
 
 def test_an_unmatched_request_fails_the_test_naming_the_nearest_candidate(pytester: pytest.Pytester) -> None:

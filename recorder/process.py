@@ -1,0 +1,59 @@
+"""`tapes record --upstream` as a child process, for what records on the side: the pytest plugin's
+HTTP recordings and an HTTP replay's hand-over to the real server (new episodes)."""
+
+from __future__ import annotations
+
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tapes.errors import UserError
+
+TAPES = [sys.executable, "-m", "tapes"]
+
+
+class HttpRecorderProcess:
+    """`tapes record -o OUTPUT --upstream URL` on a free port of 127.0.0.1; `url` is where a
+    client goes. `stop` ends it the way Ctrl-C does, so the cassette is complete."""
+
+    def __init__(self, output: Path, upstream: str, flags: list[str], timeout: float = 30.0) -> None:
+        command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0", *flags]
+        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            self.url = self._banner_url(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        # Keep its stderr flowing (to the real stderr, which outlives any capture): a pipe nobody
+        # reads would fill and stall the recorder.
+        threading.Thread(target=shutil.copyfileobj, args=(self._process.stderr, sys.__stderr__), daemon=True).start()
+
+    def _banner_url(self, timeout: float) -> str:
+        """The client URL from the recorder's banner line on stderr."""
+        stderr = self._process.stderr
+        assert stderr is not None
+        deadline = time.monotonic() + timeout
+        seen = []
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([stderr], [], [], left)
+            line = stderr.readline() if ready else ""
+            if not line and self._process.poll() is not None:
+                break
+            seen.append(line)
+            if found := re.search(r"tapes: recording (http://\S+)", line):
+                return found[1]
+        raise UserError("tapes record did not start: " + "".join(seen).strip())
+
+    def stop(self) -> None:
+        self._process.send_signal(signal.SIGINT)  # the recorder flushes the cassette and exits
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
