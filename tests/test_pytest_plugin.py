@@ -140,6 +140,27 @@ def test_new_episodes_over_http_hands_the_session_to_the_upstream(pytester: pyte
     run_notes("none", ["a", "c"]).assert_outcomes(failed=1)
 
 
+ECHO_TWICE_OVER_HTTP = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+import anyio, pytest
+from test_http_replay_control import echo_twice
+
+@pytest.mark.tape({str(ROOT / "cassettes" / "everything-http-2025-11-25.tape")!r}, repeats="allow"{{unused}})
+def test_echo_twice(tape_url):
+    assert anyio.run(echo_twice, tape_url) == ["Echo: hello", "Echo: hello"]
+"""
+
+
+@pytest.mark.parametrize("unused, outcome", [("", {"passed": 1}), (", fail_on_unused=True", {"passed": 1, "errors": 1})])
+def test_the_marker_steers_http_replays_too(pytester: pytest.Pytester, unused: str, outcome: dict[str, int]) -> None:
+    pytester.makepyfile(test_echo=ECHO_TWICE_OVER_HTTP.format(unused=unused))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none")
+    result.assert_outcomes(**outcome)  # repeats="allow" answers the second echo; the recording has more unused
+    if "errors" in outcome:
+        result.stdout.fnmatch_lines(["*did not go as recorded:*", "*unused tools/call*"])
+
+
 def test_an_unmatched_request_fails_the_test_naming_the_nearest_candidate(pytester: pytest.Pytester) -> None:
     run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
     result = run(pytester, "--tape-record-mode=none", source=INNER.replace('CITY = "Paris"', 'CITY = "Lima"'))
