@@ -63,13 +63,13 @@ class Handover:
         self._warm_up = WarmUp([])
         self._background: set[asyncio.Task[None]] = set()
 
-    async def start(self, sent: list[tuple[bytes, Headers]], path: str) -> None:
+    async def start(self, sent: list[tuple[bytes, Headers]], replayed: list[bytes], path: str) -> None:
         """Start the recorder in front of the real server and bring it to the live session's state."""
         self._recorder = await anyio.to_thread.run_sync(
             HttpRecorderProcess, self._recording, self._plan.upstream, self._plan.record_flags)
         recorder = urlsplit(self._recorder.url)
         self._origin = f"{recorder.scheme}://{recorder.netloc}"
-        self._warm_up = WarmUp(body for body, _ in sent)
+        self._warm_up = WarmUp((body for body, _ in sent), replayed)
         changed = asyncio.Event()
         deadline = anyio.current_time() + WARM_UP_TIMEOUT
         index = 0

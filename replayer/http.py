@@ -40,7 +40,7 @@ from replayer.handover import Handover, HttpNewEpisodes
 from tapes.cassette import Cassette, load, save
 from tapes.control import ReplayControl
 from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
-from tapes.episodes import last_exchange, splice
+from tapes.episodes import last_exchange, replayed_messages, splice
 from tapes.errors import UserError
 from tapes.frames import Frame, Kind
 from tapes.http_rules import (
@@ -82,7 +82,7 @@ class _QuietDrops(logging.Filter):
 class _Session:
     """One recorded session being replayed: its engine, and the stream logs of its exchanges."""
 
-    def __init__(self, recorded: RecordedSession, control: ReplayControl) -> None:
+    def __init__(self, recorded: RecordedSession, control: ReplayControl, keep_history: bool = False) -> None:
         self.recorded_id = recorded.session_id
         self.engine = control.engine(recorded.frames)
         self.book = StreamBook()
@@ -103,7 +103,10 @@ class _Session:
         }
         self._changed = asyncio.Event()
         self.closing = False
-        self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []  # with new episodes: the live POSTs so far
+        # with new episodes: the live POSTs so far, and the messages the replay sent (a warm-up's input)
+        self.keep_history = keep_history
+        self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []
+        self.replayed: list[bytes] = []
         self.handover: Handover | None = None  # the real server, once the session is handed over to it
         self.handed_over_misses = 0  # the misses of the POST that handed over: recorded now, not misses
         self.perform(self.engine.start())
@@ -112,6 +115,8 @@ class _Session:
         """File released frames under their channels and wake the connections reading them;
         returns the replies the engine made up, which answer the live request itself."""
         self.book.add(actions)
+        if self.keep_history:
+            self.replayed += replayed_messages(actions)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         return [action for action in actions if action.frame is None]
@@ -140,7 +145,8 @@ class HttpReplayer:
         self.options = options or ReplayOptions()
         self._cassette = cassette
         self._faults = FaultPlan(self.options.faults)
-        self._sessions = [_Session(recorded, self.options.control) for recorded in split_sessions(cassette.frames)]
+        keep_history = self.options.new_episodes is not None
+        self._sessions = [_Session(recorded, self.options.control, keep_history) for recorded in split_sessions(cassette.frames)]
         self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
@@ -315,7 +321,7 @@ class HttpReplayer:
         assert self.options.new_episodes is not None
         session.handover = Handover(self.options.new_episodes, session.recorded_id)
         session.handed_over_misses = misses
-        await session.handover.start(session.sent, request.url.path)
+        await session.handover.start(session.sent, session.replayed, request.url.path)
         return await session.handover.forward(request, body)
 
     # --- answers ---------------------------------------------------------------------------

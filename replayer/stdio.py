@@ -23,7 +23,7 @@ from rich.console import Console
 from tapes.cassette import Cassette, load, save
 from tapes.control import ReplayControl
 from tapes.engine import Action
-from tapes.episodes import WarmUp, episode_frames, splice
+from tapes.episodes import WarmUp, episode_frames, replayed_messages, splice
 from tapes.frames import Kind
 from tapes.jsonrpc import LineSplitter
 
@@ -89,9 +89,9 @@ class _Episode:
     """The real server, run through `tapes record`, taking the session over: warmed up with what
     the live client sent so far, then given every client line, its output passed on to stdout."""
 
-    def __init__(self, plan: NewEpisodes, sent: list[bytes], console: Console) -> None:
+    def __init__(self, plan: NewEpisodes, sent: list[bytes], replayed: list[bytes], console: Console) -> None:
         self.recording = plan.cassette.with_name(plan.cassette.name + ".episode")
-        self.warm_up = WarmUp(sent)
+        self.warm_up = WarmUp(sent, replayed)
         self._warming = True
         self._changed = threading.Condition()
         command = [sys.executable, "-m", "tapes", "record", "-o", str(self.recording), *plan.record_flags,
@@ -187,6 +187,7 @@ def replay_stdio(
     server.perform(engine.start())
     splitter = LineSplitter()
     sent: list[bytes] = []  # with new episodes: the client's lines so far, to warm up a real server
+    replayed: list[bytes] = []  # ... and the messages the replay answered them with
     episode: _Episode | None = None
     handed_over = 0  # the misses of the line that handed over: recorded now, not misses
 
@@ -197,13 +198,15 @@ def replay_stdio(
             return
         reception = engine.receive(line)
         if reception.missed and new_episodes is not None:
-            console.print("tapes replay: the cassette has no answer here: handing the session over to the real server")
+            console.print("tapes replay: the cassette has no answer here: handing the session over to the real server",
+                          soft_wrap=True)
             handed_over = reception.missed
-            episode = _Episode(new_episodes, sent, console)
+            episode = _Episode(new_episodes, sent, replayed, console)
             episode.send(line)
             return
         if new_episodes is not None:
             sent.append(line)
+            replayed.extend(replayed_messages(reception.actions))
         server.perform(reception.actions)
 
     while server.exit_status is None:

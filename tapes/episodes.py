@@ -15,20 +15,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from tapes.cassette import Cassette
+from tapes.engine import Action
 from tapes.frames import STDIO, Frame, Kind, http_channel
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
 from tapes.sessions import SESSION_HEADER
 
 
 class WarmUp:
-    """Feeds a real server the live client's messages so far, in order. A client answer to a
-    server request goes out once the real server has asked its own (under the real request's id);
-    the warm-up is done when every request it sent has been answered."""
+    """Feeds a real server the live client's messages so far, in order, as the real server expects
+    them. A client answer to a server request goes out once the real server has asked its own,
+    under that request's id. A 2026-07-28 retry carrying the `requestState` the replay handed out
+    goes out once the real server has issued its own state for the same request, in its place
+    (the server minted it; a recorded one means nothing to a new server). The warm-up is done when
+    every request it sent has been answered.
 
-    def __init__(self, client_lines: Iterable[bytes]) -> None:
+    `replayed_lines` are what the replay sent the live client meanwhile (where its states came from)."""
+
+    def __init__(self, client_lines: Iterable[bytes], replayed_lines: Iterable[bytes] = ()) -> None:
         self._queue = deque(client_lines)
         self._awaited: set[Any] = set()  # ids of requests sent, not answered yet
         self._server_requests: deque[Any] = deque()  # ids of the real server's requests, not answered yet
+        self._replayed_states = {  # request id -> the requestState the replay answered it with
+            item["id"]: state for item in _results(replayed_lines) if (state := _request_state(item.get("result"))) is not None
+        }
+        self._states: dict[str, str | None] = {}  # a replayed requestState -> the real server's (None: it issued none)
         self.sent = 0  # client lines sent
         self.swallowed = 0  # server lines the warm-up took (the live client never sees them)
 
@@ -36,30 +46,47 @@ class WarmUp:
         """The client lines that can go to the server now."""
         out = []
         while self._queue:
-            message = decode(self._queue[0]).message
-            if message is not None and _is_answer(message):
-                if not self._server_requests:
-                    break  # its server request has not come yet
-                message = {**message, "id": self._server_requests.popleft()}
-                line = encode(message)
-            else:
-                line = self._queue[0]
-                if message is not None:
-                    self._awaited.update(item["id"] for item in items(message) if classify(item) is MessageType.REQUEST)
+            line = self._ready(self._queue[0])
+            if line is None:
+                break
             self._queue.popleft()
             out.append(line)
             self.sent += 1
         return out
 
+    def _ready(self, line: bytes) -> bytes | None:
+        """The line as the real server must get it, or None while it has to wait."""
+        message = decode(line).message
+        if message is None:
+            return line
+        if _is_answer(message):
+            if not self._server_requests:
+                return None  # its server request has not come yet
+            return encode({**message, "id": self._server_requests.popleft()})
+        out = []
+        for item in items(message):
+            state = (item.get("params") or {}).get("requestState") if classify(item) is MessageType.REQUEST else None
+            if state in self._replayed_states.values():
+                if state not in self._states:
+                    return None  # the real server has not answered the first try yet
+                if self._states[state] is not None:
+                    item = {**item, "params": {**item["params"], "requestState": self._states[state]}}
+            out.append(item)
+        self._awaited.update(item["id"] for item in out if classify(item) is MessageType.REQUEST)
+        if out == items(message):
+            return line
+        return encode(out if isinstance(message, list) else out[0])
+
     def server_line(self, line: bytes) -> None:
         """A line the server wrote during the warm-up."""
         self.swallowed += 1
+        for item in _results([line]):
+            self._awaited.discard(item.get("id"))
+            if item.get("id") in self._replayed_states:
+                self._states[self._replayed_states[item["id"]]] = _request_state(item.get("result"))
         message = decode(line).message
         for item in items(message) if message is not None else ():
-            kind = classify(item)
-            if kind in (MessageType.RESULT, MessageType.ERROR):
-                self._awaited.discard(item.get("id"))
-            elif kind is MessageType.REQUEST:
+            if classify(item) is MessageType.REQUEST:
                 self._server_requests.append(item["id"])
 
     @property
@@ -71,8 +98,29 @@ class WarmUp:
         return f"{len(self._queue)} client messages unsent, {len(self._awaited)} requests unanswered"
 
 
+def replayed_messages(actions: Iterable[Action]) -> list[bytes]:
+    """The JSON-RPC messages among what a replay sent (for a later warm-up's `replayed_lines`)."""
+    return [action.payload for action in actions if action.frame is None or action.frame.message is not None]
+
+
 def _is_answer(message: Any) -> bool:
     return isinstance(message, dict) and classify(message) in (MessageType.RESULT, MessageType.ERROR)
+
+
+def _results(lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The results and errors in these lines."""
+    out = []
+    for line in lines:
+        message = decode(line).message
+        for item in items(message) if message is not None else ():
+            if classify(item) in (MessageType.RESULT, MessageType.ERROR):
+                out.append(item)
+    return out
+
+
+def _request_state(result: Any) -> str | None:
+    state = result.get("requestState") if isinstance(result, dict) else None
+    return state if isinstance(state, str) else None
 
 
 def episode_frames(recording: Cassette, warm_up: WarmUp) -> list[Frame]:

@@ -46,6 +46,11 @@ def run(argv: list[str], titles: list[str]) -> list[Any]:
     return anyio.run(notes_session, argv, titles)
 
 
+def with_stderr_to(path: Path, argv: list[str]) -> list[str]:
+    """argv run with its stderr appended to `path`."""
+    return ["sh", "-c", 'exec "$@" 2>>"$0"', str(path), *argv]
+
+
 def test_a_miss_hands_over_to_the_real_server_and_the_next_replay_has_it_all(tmp_path: Path) -> None:
     cassette = tmp_path / "notes.tape"
     run([*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], ["a"])
@@ -53,10 +58,14 @@ def test_a_miss_hands_over_to_the_real_server_and_the_next_replay_has_it_all(tmp
     direct = run(NOTES_SERVER, ["a", "b"])  # what the real server answers the longer session
 
     report = tmp_path / "report.json"
-    handed_over = run([*TAPES, "replay", str(cassette), "--report", str(report), "--new-episodes", "--", *NOTES_SERVER],
-                      ["a", "b"])
+    stderr = tmp_path / "stderr.txt"
+    handed_over = run(with_stderr_to(stderr, [*TAPES, "replay", str(cassette), "--report", str(report),
+                                              "--new-episodes", "--", *NOTES_SERVER]), ["a", "b"])
     # the index lists both notes: the real server was warmed up with the replayed add_note("a")
     assert handed_over == direct and "b" in str(handed_over[-1]) and "a" in str(handed_over[-1])
+    # the warm-up's ask_model retry (2026-07-28) carried the real server's requestState, not the cassette's
+    said = stderr.read_text()
+    assert "handing the session over" in said and "requestState rejected" not in said
     summary = json.loads(report.read_text())
     assert summary["unmatched"] == [] and summary["recorded"] > 0
 
@@ -90,24 +99,26 @@ def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
 
 
 @contextmanager
-def notes_over_http() -> Iterator[str]:
-    """A fresh notes server (its notes start empty) over Streamable HTTP; its URL."""
+def notes_over_http(stderr: list[str] | None = None) -> Iterator[str]:
+    """A fresh notes server (its notes start empty) over Streamable HTTP; its URL. What it wrote
+    on stderr is added to `stderr` once it stopped."""
     server = Process([*NOTES_SERVER, "--http"])
     try:
         yield server.wait_for(r"listening on (\S+)")[1]
     finally:
         server.stop()
+        if stderr is not None:
+            stderr.append(server.rest_of_stderr())
 
 
 async def notes_http_session(url: str, titles: list[str], mode: str) -> list[Any]:
-    """As `notes_session`, over HTTP; at 2025-11-25 (legacy mode: a session with its id) the
-    server also asks the client's model, a request on the tool call's SSE stream."""
+    """As `notes_session`, over HTTP: at 2025-11-25 (legacy mode: a session with its id) the
+    server asks the client's model on the tool call's SSE stream; at 2026-07-28 it answers
+    input_required and the client retries with the server's requestState."""
     observer = Observer()
     with anyio.fail_after(60):
         async with Client(url, mode=mode, sampling_callback=observer.sampling, cache=None) as client:
-            out = [client.protocol_version]
-            if mode == "legacy":
-                out.append(dump(await client.call_tool("ask_model", {"question": "weather?"})))
+            out = [client.protocol_version, dump(await client.call_tool("ask_model", {"question": "weather?"}))]
             for title in titles:
                 out.append(dump(await client.call_tool("add_note", {"title": title, "text": "x"})))
             out.append(dump(await client.read_resource("notes://index")))
@@ -127,12 +138,14 @@ def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(
         direct = flow(upstream, ["a", "b"])
     assert '["a", "b"]' in str(direct[-1])
 
-    with notes_over_http() as upstream:
+    warmed: list[str] = []
+    with notes_over_http(warmed) as upstream:
         plan = HttpNewEpisodes(upstream, cassette)
         with replay_server(cassette, options=ReplayOptions(new_episodes=plan)) as server:
             assert flow(server.url, ["a", "b"]) == direct  # the real server was warmed up with note a
     handed_over = server.replayer.report()
     assert handed_over.unmatched == [] and handed_over.recorded > 0
+    assert "requestState rejected" not in warmed[0]  # a 2026-07-28 retry got the real server's state
 
     # offline: the longer session replays clean, with what the real server said
     with replay_server(cassette) as server:
@@ -157,6 +170,16 @@ def test_warm_up_answers_the_real_servers_request_under_its_own_id() -> None:
     assert not warm.done  # tools/call 1 is not answered yet
     warm.server_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}))
     assert warm.done and (warm.sent, warm.swallowed) == (2, 2)
+
+
+def test_warm_up_puts_the_real_servers_request_state_in_a_retry() -> None:
+    first = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ask"}}
+    retry = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "ask", "requestState": "recorded"}}
+    replayed = {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "input_required", "requestState": "recorded"}}
+    warm = WarmUp([line(first), line(retry)], [line(replayed)])
+    assert warm.lines_to_send() == [line(first)]  # the retry waits for the real server's own state
+    warm.server_line(line({**replayed, "result": {"resultType": "input_required", "requestState": "real"}}))
+    assert warm.lines_to_send() == [line({**retry, "params": {"name": "ask", "requestState": "real"}})]
 
 
 def frame(seq: int, t: float, client: bool, kind: Kind = Kind.MESSAGE, message: Any = None) -> Frame:
