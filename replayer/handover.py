@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -62,6 +63,7 @@ class Handover:
         self._live_session: str | None = None  # the id the real server issued
         self._warm_up = WarmUp([])
         self._background: set[asyncio.Task[None]] = set()
+        self._stream_headers: Headers = []
 
     async def start(self, sent: list[tuple[bytes, Headers]], replayed: list[bytes], path: str) -> None:
         """Start the recorder in front of the real server and bring it to the live session's state."""
@@ -70,6 +72,9 @@ class Handover:
         recorder = urlsplit(self._recorder.url)
         self._origin = f"{recorder.scheme}://{recorder.netloc}"
         self._warm_up = WarmUp((body for body, _ in sent), replayed)
+        # what a GET of the session carries: its id, mapped in `_send`, and the protocol version
+        self._stream_headers = [(name, value) for name, value in (sent[-1][1] if sent else ())
+                                if name.lower() in (SESSION_HEADER, "mcp-protocol-version")]
         changed = asyncio.Event()
         deadline = anyio.current_time() + WARM_UP_TIMEOUT
         index = 0
@@ -122,6 +127,25 @@ class Handover:
         request = self._client.build_request(method, url, headers=forwarded, content=body)
         return await self._client.send(request, stream=True)
 
+    def listen(self, path: str, on_message: Callable[[bytes], object]) -> None:
+        """Open the real server's standalone GET stream and hand each message on it to `on_message`."""
+
+        async def read() -> None:
+            response = await self._send("GET", path, [("accept", "text/event-stream"), *self._stream_headers], None)
+            try:
+                if response.status_code == 200:
+                    parser = SSEParser()
+                    async for chunk in response.aiter_raw():
+                        for event in parser.feed(chunk):
+                            if event.data:
+                                on_message(event.data.encode())
+            except httpx.HTTPError:
+                pass  # the stream ended with the session
+            finally:
+                await response.aclose()
+
+        self._spawn(read())
+
     def _spawn(self, work: object) -> None:
         task = asyncio.ensure_future(work)  # type: ignore[arg-type]
         self._background.add(task)
@@ -132,7 +156,7 @@ class Handover:
             task.cancel()
         await self._client.aclose()
 
-    def finish(self, first_exchange: int) -> list[Frame]:
+    def finish(self, first_exchange: int, standalone: str | None) -> list[Frame]:
         """Stop the recorder; what it recorded after the warm-up, as frames of the replayed session."""
         assert self._recorder is not None
         self._recorder.stop()
@@ -140,4 +164,4 @@ class Handover:
             recording = load(self._recording)
         finally:
             self._scratch.cleanup()
-        return http_episode(recording, self._warm_up.sent, self._recorded_session, first_exchange)
+        return http_episode(recording, self._warm_up.sent, self._recorded_session, first_exchange, standalone)

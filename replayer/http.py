@@ -108,6 +108,7 @@ class _Session:
         self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []
         self.replayed: list[bytes] = []
         self.handover: Handover | None = None  # the real server, once the session is handed over to it
+        self.standalone_stream: str | None = None  # the recorded GET stream the live client opened
         self.handed_over_misses = 0  # the misses of the POST that handed over: recorded now, not misses
         self.perform(self.engine.start())
 
@@ -205,7 +206,8 @@ class HttpReplayer:
         episode: list[Frame] = []
         for session in handed_over:
             assert session.handover is not None
-            episode += session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1)
+            episode += session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1,
+                                               session.standalone_stream)
             del session.engine.report.unmatched[-session.handed_over_misses :]
         played = set().union(*(session.engine.played_frames for session in self._sessions))
         extended = splice(self._cassette, played, episode)
@@ -272,6 +274,8 @@ class HttpReplayer:
         reception = session.engine.open("GET", last_event_id)
         session.perform(reception.actions)
         if reception.channel is not None:
+            if last_event_id is None:
+                session.standalone_stream = reception.channel
             return await self._exchange(request, session, Cursor(reception.channel))
         if last_event_id is not None:
             # A resumption the recording does not have (the live client lost a stream the
@@ -322,6 +326,10 @@ class HttpReplayer:
         session.handover = Handover(self.options.new_episodes, session.recorded_id)
         session.handed_over_misses = misses
         await session.handover.start(session.sent, session.replayed, request.url.path)
+        if (stream := session.standalone_stream) is not None:
+            # what the real server says on its GET stream goes out on the one the client has open
+            session.handover.listen(request.url.path, lambda message: session.perform(
+                [as_stream_message(stream, Action(None, message))]))
         return await session.handover.forward(request, body)
 
     # --- answers ---------------------------------------------------------------------------

@@ -173,20 +173,29 @@ def _client_end(frames: list[Frame]) -> int:
     return next((i for i, f in enumerate(frames) if f.from_client and f.kind is Kind.STREAM_END), len(frames))
 
 
-def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None, first_exchange: int) -> list[Frame]:
+def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None, first_exchange: int,
+                 standalone: str | None = None) -> list[Frame]:
     """The frames of an HTTP hand-over's recording after its warm-up (its first `warm_up_posts`
     POST exchanges), as frames of the replayed session: the session id the real server issued
-    is put back to the recorded `session_id`, and exchanges are renumbered from `first_exchange`."""
-    posts = [f.channel for f in recording.frames if f.kind is Kind.HTTP_REQUEST and (f.info or {}).get("method") == "POST"]
+    is put back to the recorded `session_id`, and exchanges are renumbered from `first_exchange`.
+    The real server's standalone GET stream, opened for the live client's, becomes the rest of
+    the recorded one the client had open (`standalone`): its events only, on that channel."""
+    heads = [f for f in recording.frames if f.kind is Kind.HTTP_REQUEST]
+    posts = [f.channel for f in heads if (f.info or {}).get("method") == "POST"]
     warm_up = set(posts[:warm_up_posts])
+    listened = {f.channel for f in heads if (f.info or {}).get("method") == "GET" and not _resumes(f)} if standalone else set()
     issued = next((value for f in recording.frames if f.kind is Kind.HTTP_RESPONSE
                    for name, value in (f.info or {}).get("headers") or () if name.lower() == SESSION_HEADER), None)
-    numbers: dict[str, str] = {}
+    channels: dict[str, str] = {channel: standalone for channel in listened if standalone}
     out = []
     for frame in recording.frames:
         if frame.channel in warm_up:
             continue
-        channel = numbers.setdefault(frame.channel, http_channel(first_exchange + len(numbers)))
+        if frame.channel in listened and frame.kind is not Kind.SSE_EVENT:
+            continue  # the live client's stream is open already, and stays open
+        if frame.channel not in channels:
+            channels[frame.channel] = http_channel(first_exchange + len(channels) - len(listened))
+        channel = channels[frame.channel]
         info = frame.info
         if info and "headers" in info and issued is not None and session_id is not None:
             headers = [[name, session_id if name.lower() == SESSION_HEADER and value == issued else value]
@@ -194,6 +203,10 @@ def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None
             info = {**info, "headers": headers}
         out.append(dataclasses.replace(frame, channel=channel, info=info))
     return out
+
+
+def _resumes(head: Frame) -> bool:
+    return any(name.lower() == "last-event-id" for name, _ in (head.info or {}).get("headers") or ())
 
 
 def last_exchange(frames: list[Frame]) -> int:

@@ -116,12 +116,23 @@ async def notes_http_session(url: str, titles: list[str], mode: str) -> list[Any
     server asks the client's model on the tool call's SSE stream; at 2026-07-28 it answers
     input_required and the client retries with the server's requestState."""
     observer = Observer()
+    changed = anyio.Event()
+
+    async def tap(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/resources/list_changed":
+            changed.set()
+
     with anyio.fail_after(60):
-        async with Client(url, mode=mode, sampling_callback=observer.sampling, cache=None) as client:
+        async with Client(url, mode=mode, sampling_callback=observer.sampling, message_handler=tap,
+                          cache=None) as client:
             out = [client.protocol_version, dump(await client.call_tool("ask_model", {"question": "weather?"}))]
             for title in titles:
                 out.append(dump(await client.call_tool("add_note", {"title": title, "text": "x"})))
             out.append(dump(await client.read_resource("notes://index")))
+            if mode == "legacy":  # a session with a standalone GET stream, where touch's notification goes
+                out.append(dump(await client.call_tool("touch", {})))
+                with anyio.fail_after(10):
+                    await changed.wait()
     return out
 
 
@@ -136,7 +147,7 @@ def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(
         record(cassette, upstream, lambda url: flow(url, ["a"]))
     with notes_over_http() as upstream:
         direct = flow(upstream, ["a", "b"])
-    assert '["a", "b"]' in str(direct[-1])
+    assert any('["a", "b"]' in str(answer) for answer in direct)
 
     warmed: list[str] = []
     with notes_over_http(warmed) as upstream:

@@ -13,6 +13,8 @@ against it returns the same value on every run.
 - `ask_model(question)`    asks the client's LLM (`sampling/createMessage` on a 2025 session; an
                            `input_required` result and a retry on a 2026-07-28 session)
 - `list_client_roots()`    asks the client for its roots (`roots/list`, same two spellings)
+- `touch()`                (--http only) sends `notifications/resources/list_changed`, tied to no
+                           request: it goes on the session's standalone GET stream
 - resource `notes://index` the titles of the notes added so far (JSON)
 - prompt `summarize(topic)`
 
@@ -95,6 +97,12 @@ def list_client_roots(roots: Annotated[ListRootsResult, Resolve(_ask_roots)]) ->
     return "\n".join(sorted(f"{root.uri} ({root.name})" for root in roots.roots)) or "no roots"
 
 
+async def touch(ctx: Context) -> str:
+    """Tell the client that the resource list changed (a notification tied to no request)."""
+    await ctx.session.send_resource_list_changed()
+    return "touched"
+
+
 @server.resource("notes://index", name="index", description="Titles of all notes", mime_type="application/json")
 def index() -> str:
     return json.dumps({"titles": sorted(_notes)})
@@ -109,6 +117,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--http"]:  # Streamable HTTP on a free port, announced on stderr
         from serving import serve
 
+        server.tool()(touch)  # over HTTP only: the committed stdio cassettes list the tools without it
         serve(server.streamable_http_app(), "notes server")
     else:
         server.run("stdio")
