@@ -40,6 +40,10 @@ _NOT_FORWARDED = frozenset({"host", "content-length", "connection", "transfer-en
 Headers = list[tuple[str, str]]
 
 
+class HandoverFailed(Exception):
+    """The real server could not be brought to the live session's state."""
+
+
 @dataclass
 class HttpNewEpisodes:
     """Where an HTTP replay hands a session over on its first miss: the real server's URL, and the
@@ -80,7 +84,13 @@ class Handover:
         index = 0
         while True:
             for body in self._warm_up.lines_to_send():
-                response = await self._send("POST", path, sent[index][1], body)
+                try:
+                    response = await self._send("POST", path, sent[index][1], body)
+                except httpx.HTTPError as error:
+                    raise HandoverFailed(f"the recorder in front of it failed: {error}") from None
+                if response.status_code >= 500:
+                    await response.aclose()
+                    raise HandoverFailed(f"it answered HTTP {response.status_code} during the warm-up")
                 index += 1
                 self._live_session = self._live_session or response.headers.get(SESSION_HEADER)
                 self._spawn(self._swallow(response, changed))
@@ -155,6 +165,12 @@ class Handover:
         for task in list(self._background):
             task.cancel()
         await self._client.aclose()
+
+    def discard(self) -> None:
+        """Stop the recorder and forget what it recorded."""
+        if self._recorder is not None:
+            self._recorder.stop()
+        self._scratch.cleanup()
 
     def finish(self, first_exchange: int, standalone: str | None) -> list[Frame]:
         """Stop the recorder; what it recorded after the warm-up, as frames of the replayed session."""

@@ -36,7 +36,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from replayer.handover import Handover, HttpNewEpisodes
+from replayer.handover import Handover, HandoverFailed, HttpNewEpisodes
 from tapes.cassette import Cassette, load, save
 from tapes.control import ReplayControl
 from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
@@ -82,7 +82,7 @@ class _QuietDrops(logging.Filter):
 class _Session:
     """One recorded session being replayed: its engine, and the stream logs of its exchanges."""
 
-    def __init__(self, recorded: RecordedSession, control: ReplayControl, keep_history: bool = False) -> None:
+    def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False) -> None:
         self.recorded_id = recorded.session_id
         self.engine = control.engine(recorded.frames)
         self.book = StreamBook()
@@ -103,8 +103,9 @@ class _Session:
         }
         self._changed = asyncio.Event()
         self.closing = False
-        # with new episodes: the live POSTs so far, and the messages the replay sent (a warm-up's input)
-        self.keep_history = keep_history
+        # With new episodes (not for legacy sessions): the live POSTs so far, and the messages the
+        # replay sent, which a warm-up needs.
+        self.may_hand_over = may_hand_over and self.legacy_stream is None
         self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []
         self.replayed: list[bytes] = []
         self.handover: Handover | None = None  # the real server, once the session is handed over to it
@@ -116,7 +117,7 @@ class _Session:
         """File released frames under their channels and wake the connections reading them;
         returns the replies the engine made up, which answer the live request itself."""
         self.book.add(actions)
-        if self.keep_history:
+        if self.may_hand_over:
             self.replayed += replayed_messages(actions)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -146,8 +147,8 @@ class HttpReplayer:
         self.options = options or ReplayOptions()
         self._cassette = cassette
         self._faults = FaultPlan(self.options.faults)
-        keep_history = self.options.new_episodes is not None
-        self._sessions = [_Session(recorded, self.options.control, keep_history) for recorded in split_sessions(cassette.frames)]
+        new_episodes = self.options.new_episodes is not None
+        self._sessions = [_Session(recorded, self.options.control, new_episodes) for recorded in split_sessions(cassette.frames)]
         self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
@@ -254,10 +255,11 @@ class HttpReplayer:
         if session.handover is not None:
             return await session.handover.forward(request, body)
         reception = session.engine.receive(body)
-        if self.options.new_episodes is not None and session.legacy_stream is None:
-            if reception.missed:
-                return await self._hand_over(request, session, body, reception.missed)
-            session.sent.append((body, list(request.headers.items())))
+        if session.may_hand_over:
+            if not reception.missed:
+                session.sent.append((body, list(request.headers.items())))
+            elif (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
+                return handed_over
         made_up = session.perform(reception.actions)
         if session.legacy_stream is not None and made_up:
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
@@ -320,12 +322,22 @@ class HttpReplayer:
             return sessionless
         return _error(400, "Bad Request: Mcp-Session-Id header is required")
 
-    async def _hand_over(self, request: Request, session: _Session, body: bytes, misses: int) -> Response:
-        """The session's first miss: the real server takes the session over from here."""
+    async def _hand_over(self, request: Request, session: _Session, body: bytes, misses: int) -> Response | None:
+        """The session's first miss: the real server takes the session over from here, and answers
+        this request. None when it could not: the session goes on from the cassette alone."""
         assert self.options.new_episodes is not None
-        session.handover = Handover(self.options.new_episodes, session.recorded_id)
+        handover = Handover(self.options.new_episodes, session.recorded_id)
+        try:
+            await handover.start(session.sent, session.replayed, request.url.path)
+        except HandoverFailed as failure:
+            await handover.close()
+            await anyio.to_thread.run_sync(handover.discard)
+            print(f"tapes replay: the real server could not take over ({failure}): the session goes on from the "
+                  "cassette alone", file=sys.stderr, flush=True)
+            session.may_hand_over = False
+            return None
+        session.handover = handover
         session.handed_over_misses = misses
-        await session.handover.start(session.sent, session.replayed, request.url.path)
         if (stream := session.standalone_stream) is not None:
             # what the real server says on its GET stream goes out on the one the client has open
             session.handover.listen(request.url.path, lambda message: session.perform(

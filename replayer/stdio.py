@@ -85,9 +85,14 @@ class NewEpisodes:
     record_flags: list[str] = field(default_factory=list)
 
 
+class _HandoverFailed(Exception):
+    """The real server exited before it could take the session over."""
+
+
 class _Episode:
     """The real server, run through `tapes record`, taking the session over: warmed up with what
-    the live client sent so far, then given every client line, its output passed on to stdout."""
+    the live client sent so far, then given every client line, its output passed on to stdout.
+    Raises _HandoverFailed (its recording gone) when the server exits during the warm-up."""
 
     def __init__(self, plan: NewEpisodes, sent: list[bytes], replayed: list[bytes], console: Console) -> None:
         self.recording = plan.cassette.with_name(plan.cassette.name + ".episode")
@@ -101,6 +106,10 @@ class _Episode:
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
         self._warm(console)
+        if self._process.poll() is not None:
+            self.finish()
+            self.recording.unlink(missing_ok=True)
+            raise _HandoverFailed(f"it exited with {self._process.returncode} during the warm-up")
 
     def _pump(self) -> None:
         assert self._process.stdout is not None
@@ -125,9 +134,9 @@ class _Episode:
                 if not lines:
                     left = deadline - time.monotonic()
                     if self.warm_up.done or left <= 0 or self._process.poll() is not None:
-                        if not self.warm_up.done:
+                        if not self.warm_up.done and self._process.poll() is None:
                             console.print(f"[yellow]tapes replay: the real server's warm-up did not finish "
-                                          f"({self.warm_up.pending()}); handing over anyway[/]")
+                                          f"({self.warm_up.pending()}); handing over anyway[/]", soft_wrap=True)
                         self._warming = False
                         return
                     self._changed.wait(min(left, 0.1))
@@ -192,7 +201,7 @@ def replay_stdio(
     handed_over = 0  # the misses of the line that handed over: recorded now, not misses
 
     def receive(line: bytes) -> None:
-        nonlocal episode, handed_over
+        nonlocal episode, handed_over, new_episodes
         if episode is not None:
             episode.send(line)
             return
@@ -200,8 +209,15 @@ def replay_stdio(
         if reception.missed and new_episodes is not None:
             console.print("tapes replay: the cassette has no answer here: handing the session over to the real server",
                           soft_wrap=True)
+            try:
+                episode = _Episode(new_episodes, sent, replayed, console)
+            except _HandoverFailed as failure:
+                console.print(f"[red]tapes replay: the real server could not take over ({failure}): the session "
+                              "goes on from the cassette alone[/]", soft_wrap=True)
+                new_episodes = None
+                server.perform(reception.actions)  # the miss's error, naming the nearest recorded request
+                return
             handed_over = reception.missed
-            episode = _Episode(new_episodes, sent, replayed, console)
             episode.send(line)
             return
         if new_episodes is not None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import TAPES
+from conftest import ROOT, TAPES
 from flows import Observer, connect, dump
-from mcp import Client
-from processes import Process
+from mcp import Client, MCPError
+from processes import Process, free_port
 from test_http_replayer import record
 
 from replayer.handover import HttpNewEpisodes
@@ -77,6 +77,23 @@ def test_a_miss_hands_over_to_the_real_server_and_the_next_replay_has_it_all(tmp
     summary = json.loads(strict.read_text())
     # clean; what stays unused is the first session's index read, whose answer predates note b
     assert summary["unmatched"] == [] and [u.split(" #")[0] for u in summary["unused"]] == ["resources/read"]
+
+
+def test_a_real_server_that_cannot_start_leaves_the_replay_answering_from_the_cassette(tmp_path: Path) -> None:
+    import subprocess
+
+    cassette = tmp_path / "weather.tape"
+    cassette.write_bytes((ROOT / "cassettes" / "example" / "weather.tape").read_bytes())
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                 "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}}]
+    done = subprocess.run([*TAPES, "replay", str(cassette), "--new-episodes", "--", str(tmp_path / "no-such-server")],
+                          input=b"".join(encode(line) + b"\n" for line in lines), capture_output=True, timeout=60)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [answer["id"] for answer in answers] == [1, 2] and "nearest recorded is tools/call" in str(answers[1]["error"])
+    assert b"the real server could not take over" in done.stderr and b"Traceback" not in done.stderr
+    assert cassette.read_bytes() == (ROOT / "cassettes" / "example" / "weather.tape").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["weather.tape"]
 
 
 def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
@@ -162,6 +179,29 @@ def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(
     with replay_server(cassette) as server:
         assert flow(server.url, ["a", "b"]) == direct
     assert server.replayer.report().unmatched == []
+
+
+def test_an_upstream_that_is_down_leaves_the_http_replay_answering_from_the_cassette(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.tape"
+    with notes_over_http() as upstream:
+        record(cassette, upstream, lambda url: anyio.run(notes_http_session, url, ["a"], "legacy"))
+    recorded = cassette.read_bytes()
+
+    async def add_b(url: str) -> str:
+        async with Client(url, mode="legacy", sampling_callback=Observer().sampling, cache=None) as client:
+            await client.call_tool("ask_model", {"question": "weather?"})
+            await client.call_tool("add_note", {"title": "a", "text": "x"})
+            try:
+                await client.call_tool("add_note", {"title": "b", "text": "x"})
+            except MCPError as error:
+                return str(error)
+        return "answered"
+
+    nothing_there = f"http://127.0.0.1:{free_port()}/mcp"
+    with replay_server(cassette, options=ReplayOptions(new_episodes=HttpNewEpisodes(nothing_there, cassette))) as server:
+        assert "nearest recorded is" in anyio.run(add_b, server.url)
+    assert cassette.read_bytes() == recorded
+    assert [line.split(":")[0] for line in server.report_lines if line.startswith("unmatched")] == ["unmatched tools/call id 5"]
 
 
 # --- the sans-IO parts -------------------------------------------------------------------------
