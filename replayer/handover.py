@@ -4,18 +4,22 @@ The real server is reached through `tapes record --upstream`, so what it says is
 first warmed up with the live client's POSTs so far (`tapes.episodes.WarmUp`: in order, a client
 answer under the id of the real server's own request; the server's answers are not forwarded);
 from then on every request of the session is forwarded with the real server's session id in place
-of the replayed one, and the answer streamed back as it comes. At the end the recording, minus its
-warm-up, becomes frames of the replayed session (`tapes.episodes.http_episode`).
+of the replayed one, and the answer streamed back as it comes. What the real server sends on a
+stream the live client has open on the replay (the standalone GET stream; a legacy session's SSE
+stream, where all its answers go) is handed to the replayer for that stream. At the end the
+recording, minus its warm-up, becomes frames of the replayed session (`tapes.episodes.http_episode`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 import httpx
@@ -27,10 +31,10 @@ from recorder.process import HttpRecorderProcess
 from tapes.cassette import load
 from tapes.episodes import WarmUp, http_episode
 from tapes.frames import Frame
-from tapes.http_rules import replayed_headers
+from tapes.http_rules import endpoint_for_replay, replayed_headers
 from tapes.jsonrpc import decode, encode, items
 from tapes.sessions import SESSION_HEADER
-from tapes.sse import SSEParser, is_event_stream
+from tapes.sse import SSEEvent, SSEParser, is_event_stream
 
 WARM_UP_TIMEOUT = 30.0
 """Seconds the real server gets to answer the warm-up before the hand-over goes ahead anyway."""
@@ -38,6 +42,7 @@ WARM_UP_TIMEOUT = 30.0
 _NOT_FORWARDED = frozenset({"host", "content-length", "connection", "transfer-encoding", "keep-alive"})
 
 Headers = list[tuple[str, str]]
+OnMessage = Callable[[bytes], object]
 
 
 class HandoverFailed(Exception):
@@ -55,22 +60,32 @@ class HttpNewEpisodes:
 
 
 class Handover:
-    """One replayed session, taken over by the real server."""
+    """One replayed session, taken over by the real server. `legacy_path`: the SSE path of a
+    legacy HTTP+SSE session (its answers come on that stream, its POSTs go to the endpoint the
+    stream names)."""
 
-    def __init__(self, plan: HttpNewEpisodes, recorded_session: str | None) -> None:
+    def __init__(self, plan: HttpNewEpisodes, recorded_session: str | None, legacy_path: str | None = None) -> None:
         self._recorded_session = recorded_session
+        self._legacy_path = legacy_path
         self._scratch = tempfile.TemporaryDirectory(prefix="tapes-episode-")
         self._recording = Path(self._scratch.name) / "episode.tape"
         self._plan = plan
         self._recorder: HttpRecorderProcess | None = None
         self._client = httpx.AsyncClient(timeout=None)
+        self._origin = ""  # the recorder's
+        self._endpoint: str | None = None  # a legacy session's POST URL, on the recorder
         self._live_session: str | None = None  # the id the real server issued
         self._warm_up = WarmUp([])
+        self._warming = True
+        self._changed = asyncio.Event()  # the warm-up heard from the server
         self._background: set[asyncio.Task[None]] = set()
         self._stream_headers: Headers = []
 
-    async def start(self, sent: list[tuple[bytes, Headers]], replayed: list[bytes], path: str) -> None:
-        """Start the recorder in front of the real server and bring it to the live session's state."""
+    async def start(self, sent: list[tuple[bytes, Headers]], replayed: list[bytes], path: str,
+                    on_stream_message: OnMessage | None) -> None:
+        """Start the recorder in front of the real server and bring it to the live session's state.
+        `on_stream_message` gets what the server then sends on the stream the client has open (if
+        it has one: a legacy session always has)."""
         self._recorder = await anyio.to_thread.run_sync(
             HttpRecorderProcess, self._recording, self._plan.upstream, self._plan.record_flags)
         recorder = urlsplit(self._recorder.url)
@@ -79,13 +94,21 @@ class Handover:
         # what a GET of the session carries: its id, mapped in `_send`, and the protocol version
         self._stream_headers = [(name, value) for name, value in (sent[-1][1] if sent else ())
                                 if name.lower() in (SESSION_HEADER, "mcp-protocol-version")]
-        changed = asyncio.Event()
+        if self._legacy_path is not None:
+            await self._open_legacy_stream(on_stream_message)
+        await self._warm(sent, path)
+        self._warming = False
+        if self._legacy_path is None and on_stream_message is not None:
+            self._spawn(self._listen(path, on_stream_message))
+
+    async def _warm(self, sent: list[tuple[bytes, Headers]], path: str) -> None:
         deadline = anyio.current_time() + WARM_UP_TIMEOUT
         index = 0
         while True:
+            self._changed.clear()  # before looking: what the server says while we send wakes the wait below
             for body in self._warm_up.lines_to_send():
                 try:
-                    response = await self._send("POST", path, sent[index][1], body)
+                    response = await self._send("POST", self._endpoint or path, sent[index][1], body)
                 except httpx.HTTPError as error:
                     raise HandoverFailed(f"the recorder in front of it failed: {error}") from None
                 if response.status_code >= 500:
@@ -93,71 +116,98 @@ class Handover:
                     raise HandoverFailed(f"it answered HTTP {response.status_code} during the warm-up")
                 index += 1
                 self._live_session = self._live_session or response.headers.get(SESSION_HEADER)
-                self._spawn(self._swallow(response, changed))
-            if self._warm_up.done or anyio.current_time() >= deadline:
+                self._spawn(self._swallow(response))
+            if self._warm_up.done:
                 return
-            changed.clear()
+            if anyio.current_time() >= deadline:
+                print(f"tapes replay: the real server's warm-up did not finish ({self._warm_up.pending()}); "
+                      "handing over anyway", file=sys.stderr, flush=True)
+                return
             with anyio.move_on_after(deadline - anyio.current_time()):
-                await changed.wait()
+                await self._changed.wait()
 
-    async def _swallow(self, response: httpx.Response, changed: asyncio.Event) -> None:
+    def _heard(self, message: bytes, on_stream_message: OnMessage | None = None) -> None:
+        """A message from the server: the warm-up's while it lasts, then the live stream's."""
+        if self._warming:
+            self._warm_up.server_line(message)
+            self._changed.set()
+        elif on_stream_message is not None:
+            on_stream_message(message)
+
+    async def _swallow(self, response: httpx.Response) -> None:
         """Read a warm-up answer to its end, telling the warm-up every message in it."""
         try:
             if is_event_stream(response.headers.get("content-type")):
-                parser = SSEParser()
-                async for chunk in response.aiter_raw():
-                    for event in parser.feed(chunk):
-                        if event.data:
-                            self._warm_up.server_line(event.data.encode())
-                            changed.set()
-            else:
-                body = await response.aread()
-                if body and (message := decode(body).message) is not None:
-                    for item in items(message):
-                        self._warm_up.server_line(encode(item))
-                    changed.set()
+                async for event in _events(response):
+                    self._heard(event.data.encode())
+            elif (body := await response.aread()) and (message := decode(body).message) is not None:
+                for item in items(message):
+                    self._heard(encode(item))
         except httpx.HTTPError:
             pass  # a warm-up stream cut short: what it had was taken
         finally:
             await response.aclose()
 
-    async def forward(self, request: Request, body: bytes | None) -> Response:
-        """The live request sent to the real server; its answer streamed back as it comes."""
-        response = await self._send(request.method, request.url.path, list(request.headers.items()), body,
-                                    request.url.query)
-        headers = [(name, self._recorded_session or value) if name.lower() == SESSION_HEADER else (name, value)
-                   for name, value in replayed_headers(response.headers.multi_items())]
-        return StreamingResponse(response.aiter_raw(), response.status_code, headers=dict(headers),
-                                 background=BackgroundTask(response.aclose))
-
-    async def _send(self, method: str, path: str, headers: Headers, body: bytes | None, query: str = "") -> httpx.Response:
-        forwarded = [(name, self._live_session if name.lower() == SESSION_HEADER and self._live_session else value)
-                     for name, value in headers if name.lower() not in _NOT_FORWARDED]
-        url = self._origin + path + (f"?{query}" if query else "")
-        request = self._client.build_request(method, url, headers=forwarded, content=body)
-        return await self._client.send(request, stream=True)
-
-    def listen(self, path: str, on_message: Callable[[bytes], object]) -> None:
-        """Open the real server's standalone GET stream and hand each message on it to `on_message`."""
+    async def _open_legacy_stream(self, on_stream_message: OnMessage | None) -> None:
+        """GET the real server's SSE stream; wait for the endpoint it names."""
+        assert self._legacy_path is not None
+        stream_url = self._origin + self._legacy_path
+        response = await self._send("GET", self._legacy_path, [("accept", "text/event-stream")], None)
+        if response.status_code != 200:
+            await response.aclose()
+            raise HandoverFailed(f"it answered HTTP {response.status_code} to GET {self._legacy_path}")
+        named = asyncio.Event()
 
         async def read() -> None:
-            response = await self._send("GET", path, [("accept", "text/event-stream"), *self._stream_headers], None)
             try:
-                if response.status_code == 200:
-                    parser = SSEParser()
-                    async for chunk in response.aiter_raw():
-                        for event in parser.feed(chunk):
-                            if event.data:
-                                on_message(event.data.encode())
+                async for event in _events(response):
+                    if event.event == "endpoint" and self._endpoint is None:
+                        self._endpoint = urljoin(stream_url, endpoint_for_replay(event.data, self._plan.upstream, self._origin))
+                        named.set()
+                    else:
+                        self._heard(event.data.encode(), on_stream_message)
             except httpx.HTTPError:
                 pass  # the stream ended with the session
             finally:
                 await response.aclose()
 
         self._spawn(read())
+        with anyio.move_on_after(WARM_UP_TIMEOUT):
+            await named.wait()
+        if self._endpoint is None:
+            raise HandoverFailed(f"its SSE stream named no endpoint within {WARM_UP_TIMEOUT:g} s")
 
-    def _spawn(self, work: object) -> None:
-        task = asyncio.ensure_future(work)  # type: ignore[arg-type]
+    async def _listen(self, path: str, on_stream_message: OnMessage) -> None:
+        """The real server's standalone GET stream, if it has one, for the one the client has open."""
+        response = await self._send("GET", path, [("accept", "text/event-stream"), *self._stream_headers], None)
+        try:
+            if response.status_code == 200:
+                async for event in _events(response):
+                    on_stream_message(event.data.encode())
+        except httpx.HTTPError:
+            pass  # the stream ended with the session
+        finally:
+            await response.aclose()
+
+    async def forward(self, request: Request, body: bytes | None) -> Response:
+        """The live request sent to the real server; its answer streamed back as it comes."""
+        target = self._endpoint if self._endpoint and request.method == "POST" else request.url.path
+        response = await self._send(request.method, target, list(request.headers.items()), body, request.url.query)
+        headers = [(name, self._recorded_session or value) if name.lower() == SESSION_HEADER else (name, value)
+                   for name, value in replayed_headers(response.headers.multi_items())]
+        return StreamingResponse(response.aiter_raw(), response.status_code, headers=dict(headers),
+                                 background=BackgroundTask(response.aclose))
+
+    async def _send(self, method: str, target: str, headers: Headers, body: bytes | None, query: str = "") -> httpx.Response:
+        """Send to the recorder: `target` is a path on it, or a whole URL (a legacy endpoint)."""
+        forwarded = [(name, self._live_session if name.lower() == SESSION_HEADER and self._live_session else value)
+                     for name, value in headers if name.lower() not in _NOT_FORWARDED]
+        url = target if "://" in target else self._origin + target + (f"?{query}" if query else "")
+        request = self._client.build_request(method, url, headers=forwarded, content=body)
+        return await self._client.send(request, stream=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -172,12 +222,24 @@ class Handover:
             self._recorder.stop()
         self._scratch.cleanup()
 
-    def finish(self, first_exchange: int, standalone: str | None) -> list[Frame]:
-        """Stop the recorder; what it recorded after the warm-up, as frames of the replayed session."""
+    def finish(self, first_exchange: int, open_stream: str | None) -> list[Frame]:
+        """Stop the recorder; what it recorded after the warm-up, as frames of the replayed session
+        (`open_stream`: the recorded stream the live client had open, which the real one's joins)."""
         assert self._recorder is not None
         self._recorder.stop()
         try:
             recording = load(self._recording)
         finally:
             self._scratch.cleanup()
-        return http_episode(recording, self._warm_up.sent, self._recorded_session, first_exchange, standalone)
+        # a legacy stream's events before the hand-over were its endpoint and the warm-up's answers
+        skipped = 1 + self._warm_up.swallowed if self._legacy_path is not None else 0
+        return http_episode(recording, self._warm_up.sent, self._recorded_session, first_exchange, open_stream, skipped)
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[SSEEvent]:
+    """The SSE events of a response that carry data (or name a legacy endpoint)."""
+    parser = SSEParser()
+    async for chunk in response.aiter_raw():
+        for event in parser.feed(chunk):
+            if event.data or event.event == "endpoint":
+                yield event

@@ -91,10 +91,10 @@ class _Session:
         heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
         self.opening_method = heads[0].get("method") if heads else None
         # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
-        self.legacy_stream = next(
-            (f.channel for f in recorded.frames if f.kind is Kind.HTTP_REQUEST and f.info and f.info.get("method") == "GET"),
-            None,
-        ) if self.opening_method == "GET" else None
+        opening = next((f for f in recorded.frames if f.kind is Kind.HTTP_REQUEST), None)
+        legacy = opening is not None and self.opening_method == "GET"
+        self.legacy_stream = opening.channel if legacy else None  # type: ignore[union-attr]
+        self.legacy_path = (opening.info or {}).get("path", "/").split("?", 1)[0] if legacy else None  # type: ignore[union-attr]
         self.http_methods = {head.get("method") for head in heads}
         self.rpc_methods = {
             frame.message.get("method")
@@ -103,9 +103,9 @@ class _Session:
         }
         self._changed = asyncio.Event()
         self.closing = False
-        # With new episodes (not for legacy sessions): the live POSTs so far, and the messages the
-        # replay sent, which a warm-up needs.
-        self.may_hand_over = may_hand_over and self.legacy_stream is None
+        # With new episodes: the live POSTs so far, and the messages the replay sent, which a
+        # warm-up needs.
+        self.may_hand_over = may_hand_over
         self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []
         self.replayed: list[bytes] = []
         self.handover: Handover | None = None  # the real server, once the session is handed over to it
@@ -125,6 +125,11 @@ class _Session:
 
     async def changed(self) -> None:
         await self._changed.wait()
+
+    @property
+    def open_stream(self) -> str | None:
+        """The recorded stream the live client has open for what is tied to no request."""
+        return self.legacy_stream or self.standalone_stream
 
     def close(self) -> None:
         self.closing = True
@@ -208,7 +213,7 @@ class HttpReplayer:
         for session in handed_over:
             assert session.handover is not None
             episode += session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1,
-                                               session.standalone_stream)
+                                               session.open_stream)
             del session.engine.report.unmatched[-session.handed_over_misses :]
         played = set().union(*(session.engine.played_frames for session in self._sessions))
         extended = splice(self._cassette, played, episode)
@@ -326,9 +331,12 @@ class HttpReplayer:
         """The session's first miss: the real server takes the session over from here, and answers
         this request. None when it could not: the session goes on from the cassette alone."""
         assert self.options.new_episodes is not None
-        handover = Handover(self.options.new_episodes, session.recorded_id)
+        handover = Handover(self.options.new_episodes, session.recorded_id, session.legacy_path)
+        # what the real server says on its stream goes out on the one the client has open
+        on_message = (lambda message: session.perform([as_stream_message(stream, Action(None, message))])) if (
+            stream := session.open_stream) is not None else None
         try:
-            await handover.start(session.sent, session.replayed, request.url.path)
+            await handover.start(session.sent, session.replayed, request.url.path, on_message)
         except HandoverFailed as failure:
             await handover.close()
             await anyio.to_thread.run_sync(handover.discard)
@@ -338,11 +346,7 @@ class HttpReplayer:
             return None
         session.handover = handover
         session.handed_over_misses = misses
-        if (stream := session.standalone_stream) is not None:
-            # what the real server says on its GET stream goes out on the one the client has open
-            session.handover.listen(request.url.path, lambda message: session.perform(
-                [as_stream_message(stream, Action(None, message))]))
-        return await session.handover.forward(request, body)
+        return await handover.forward(request, body)
 
     # --- answers ---------------------------------------------------------------------------
 

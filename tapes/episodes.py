@@ -18,7 +18,7 @@ from tapes.cassette import Cassette
 from tapes.engine import Action
 from tapes.frames import STDIO, Frame, Kind, http_channel
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
-from tapes.sessions import SESSION_HEADER
+from tapes.sessions import SESSION_HEADER, legacy_session_id
 
 
 class WarmUp:
@@ -152,9 +152,10 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame]) -> Casset
     episode = episode[: _client_end(episode)]
     if not episode:
         return cassette
-    # an HTTP exchange goes as a whole: its request head is not matched, its body is
+    # an HTTP request head is not matched itself (its body is): it was played if its exchange was
     played_exchanges = {f.channel for f in frames if f.seq in played and f.channel != STDIO}
-    was_played = [frame.seq in played or frame.channel in played_exchanges for frame in frames[:end]]
+    was_played = [frame.seq in played or (frame.kind is Kind.HTTP_REQUEST and frame.channel in played_exchanges)
+                  for frame in frames[:end]]
     before = [frame for frame, is_played in zip(frames, was_played) if is_played]
     after = [frame for frame, is_played in zip(frames, was_played) if not is_played] + frames[end:]
     shift = (before[-1].t if before else 0.0) - episode[0].t
@@ -174,34 +175,44 @@ def _client_end(frames: list[Frame]) -> int:
 
 
 def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None, first_exchange: int,
-                 standalone: str | None = None) -> list[Frame]:
+                 open_stream: str | None = None, skipped_events: int = 0) -> list[Frame]:
     """The frames of an HTTP hand-over's recording after its warm-up (its first `warm_up_posts`
     POST exchanges), as frames of the replayed session: the session id the real server issued
-    is put back to the recorded `session_id`, and exchanges are renumbered from `first_exchange`.
-    The real server's standalone GET stream, opened for the live client's, becomes the rest of
-    the recorded one the client had open (`standalone`): its events only, on that channel."""
+    (in `Mcp-Session-Id`, or in a legacy endpoint's URL) is put back to the recorded `session_id`,
+    and exchanges are renumbered from `first_exchange`. The real server's stream opened for the
+    one the live client had open on the replay (`open_stream`: its standalone GET stream, or a
+    legacy session's SSE stream) becomes the rest of that one: its events only, after the first
+    `skipped_events` (those the warm-up took), on that channel."""
     heads = [f for f in recording.frames if f.kind is Kind.HTTP_REQUEST]
     posts = [f.channel for f in heads if (f.info or {}).get("method") == "POST"]
     warm_up = set(posts[:warm_up_posts])
-    listened = {f.channel for f in heads if (f.info or {}).get("method") == "GET" and not _resumes(f)} if standalone else set()
+    listened = {f.channel for f in heads if (f.info or {}).get("method") == "GET" and not _resumes(f)} if open_stream else set()
     issued = next((value for f in recording.frames if f.kind is Kind.HTTP_RESPONSE
                    for name, value in (f.info or {}).get("headers") or () if name.lower() == SESSION_HEADER), None)
-    channels: dict[str, str] = {channel: standalone for channel in listened if standalone}
+    issued_legacy = next((legacy_session_id(f.payload.decode("utf-8", "replace")) for f in recording.frames
+                          if f.kind is Kind.SSE_EVENT and (f.info or {}).get("event") == "endpoint"), None)
+    channels: dict[str, str] = {channel: open_stream for channel in listened if open_stream}
+    events_seen: dict[str, int] = {}
     out = []
     for frame in recording.frames:
         if frame.channel in warm_up:
             continue
-        if frame.channel in listened and frame.kind is not Kind.SSE_EVENT:
-            continue  # the live client's stream is open already, and stays open
+        if frame.channel in listened:
+            if frame.kind is not Kind.SSE_EVENT:
+                continue  # the live client's stream is open already, and stays open
+            events_seen[frame.channel] = events_seen.get(frame.channel, 0) + 1
+            if events_seen[frame.channel] <= skipped_events:
+                continue
         if frame.channel not in channels:
             channels[frame.channel] = http_channel(first_exchange + len(channels) - len(listened))
-        channel = channels[frame.channel]
         info = frame.info
-        if info and "headers" in info and issued is not None and session_id is not None:
-            headers = [[name, session_id if name.lower() == SESSION_HEADER and value == issued else value]
-                       for name, value in info["headers"]]
-            info = {**info, "headers": headers}
-        out.append(dataclasses.replace(frame, channel=channel, info=info))
+        if info and session_id is not None:
+            if "headers" in info and issued is not None:
+                info = {**info, "headers": [[name, session_id if name.lower() == SESSION_HEADER and value == issued else value]
+                                            for name, value in info["headers"]]}
+            if "path" in info and issued_legacy is not None:
+                info = {**info, "path": info["path"].replace(f"={issued_legacy}", f"={session_id}")}
+        out.append(dataclasses.replace(frame, channel=channels[frame.channel], info=info))
     return out
 
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT, TAPES
 from flows import Observer, connect, dump
 from mcp import Client, MCPError
+from mcp.client.sse import sse_client
 from processes import Process, free_port
 from test_http_replayer import record
 
@@ -116,10 +117,10 @@ def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
 
 
 @contextmanager
-def notes_over_http(stderr: list[str] | None = None) -> Iterator[str]:
-    """A fresh notes server (its notes start empty) over Streamable HTTP; its URL. What it wrote
-    on stderr is added to `stderr` once it stopped."""
-    server = Process([*NOTES_SERVER, "--http"])
+def notes_over_http(stderr: list[str] | None = None, transport: str = "--http") -> Iterator[str]:
+    """A fresh notes server (its notes start empty) over Streamable HTTP (or legacy HTTP+SSE:
+    `--sse`); its URL. What it wrote on stderr is added to `stderr` once it stopped."""
+    server = Process([*NOTES_SERVER, transport])
     try:
         yield server.wait_for(r"listening on (\S+)")[1]
     finally:
@@ -128,7 +129,7 @@ def notes_over_http(stderr: list[str] | None = None) -> Iterator[str]:
             stderr.append(server.rest_of_stderr())
 
 
-async def notes_http_session(url: str, titles: list[str], mode: str) -> list[Any]:
+async def notes_http_session(url: str, titles: list[str], mode: str) -> list[Any]:  # noqa: C901
     """As `notes_session`, over HTTP: at 2025-11-25 (legacy mode: a session with its id) the
     server asks the client's model on the tool call's SSE stream; at 2026-07-28 it answers
     input_required and the client retries with the server's requestState."""
@@ -140,34 +141,36 @@ async def notes_http_session(url: str, titles: list[str], mode: str) -> list[Any
             changed.set()
 
     with anyio.fail_after(60):
-        async with Client(url, mode=mode, sampling_callback=observer.sampling, message_handler=tap,
-                          cache=None) as client:
+        target = sse_client(url) if mode == "sse" else url
+        async with Client(target, mode="legacy" if mode == "sse" else mode, sampling_callback=observer.sampling,
+                          message_handler=tap, cache=None) as client:
             out = [client.protocol_version, dump(await client.call_tool("ask_model", {"question": "weather?"}))]
             for title in titles:
                 out.append(dump(await client.call_tool("add_note", {"title": title, "text": "x"})))
             out.append(dump(await client.read_resource("notes://index")))
-            if mode == "legacy":  # a session with a standalone GET stream, where touch's notification goes
+            if mode != "auto":  # a session with a stream for what is tied to no request, where touch's notification goes
                 out.append(dump(await client.call_tool("touch", {})))
                 with anyio.fail_after(10):
                     await changed.wait()
     return out
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize("mode", ["legacy", "auto", "sse"], ids=["2025-11-25", "2026-07-28", "sse-2024-11-05"])
 def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(mode: str, tmp_path: Path) -> None:
     cassette = tmp_path / "notes.tape"
 
     def flow(url: str, titles: list[str]) -> list[Any]:
         return anyio.run(notes_http_session, url, titles, mode)
 
-    with notes_over_http() as upstream:
+    transport = "--sse" if mode == "sse" else "--http"
+    with notes_over_http(transport=transport) as upstream:
         record(cassette, upstream, lambda url: flow(url, ["a"]))
-    with notes_over_http() as upstream:
+    with notes_over_http(transport=transport) as upstream:
         direct = flow(upstream, ["a", "b"])
     assert any('["a", "b"]' in str(answer) for answer in direct)
 
     warmed: list[str] = []
-    with notes_over_http(warmed) as upstream:
+    with notes_over_http(warmed, transport) as upstream:
         plan = HttpNewEpisodes(upstream, cassette)
         with replay_server(cassette, options=ReplayOptions(new_episodes=plan)) as server:
             assert flow(server.url, ["a", "b"]) == direct  # the real server was warmed up with note a

@@ -2,6 +2,7 @@
 
     python tests/servers/notes_server.py           (stdio)
     python tests/servers/notes_server.py --http    (Streamable HTTP on a free port of 127.0.0.1)
+    python tests/servers/notes_server.py --sse     (legacy HTTP+SSE, the same)
 
 It is a test peer: every feature the recorder/replayer must carry is exercised by one tool,
 resource or prompt, and every answer is deterministic (no clocks, no randomness), so a flow
@@ -114,10 +115,13 @@ def summarize(topic: str) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--http"]:  # Streamable HTTP on a free port, announced on stderr
+    if sys.argv[1:] in (["--http"], ["--sse"]):  # on a free port, announced on stderr
         from serving import serve
 
         server.tool()(touch)  # over HTTP only: the committed stdio cassettes list the tools without it
-        serve(server.streamable_http_app(), "notes server")
+        if sys.argv[1] == "--http":
+            serve(server.streamable_http_app(), "notes server")
+        else:
+            serve(server.sse_app(), "notes server", path="/sse")
     else:
         server.run("stdio")

@@ -1,5 +1,5 @@
 """Serving a test server's ASGI app with uvicorn on 127.0.0.1 (a free port by default), printing
-`<name> listening on http(s)://127.0.0.1:PORT/mcp` on stderr once it accepts connections."""
+`<name> listening on http(s)://127.0.0.1:PORT<path>` on stderr once it accepts connections."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import uvicorn
 
 
-def serve(app: Any, name: str, port: int = 0, certfile: str | None = None, keyfile: str | None = None) -> None:
+def serve(app: Any, name: str, port: int = 0, certfile: str | None = None, keyfile: str | None = None,
+          path: str = "/mcp") -> None:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -23,7 +24,7 @@ def serve(app: Any, name: str, port: int = 0, certfile: str | None = None, keyfi
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not task.done():
             await asyncio.sleep(0.01)
-        print(f"{name} listening on {scheme}://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+        print(f"{name} listening on {scheme}://127.0.0.1:{sock.getsockname()[1]}{path}", file=sys.stderr, flush=True)
         await task
 
     asyncio.run(run())
