@@ -54,7 +54,7 @@ from tapes.http_rules import (
     replayed_headers,
     version_problem,
 )
-from tapes.jsonrpc import MessageType, classify, decode, encode
+from tapes.jsonrpc import MessageType, classify, encode, parse
 from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
 from tapes.streams import MALFORMED_EVENT, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
@@ -191,7 +191,7 @@ class HttpReplayer:
         body = await _body(request, self.options.max_body)
         if isinstance(body, Response):
             return body
-        message = decode(body).message
+        message = parse(body)
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session
@@ -369,7 +369,7 @@ def _made_up(replies: list[Action]) -> Response:
     for a body that is not JSON-RPC), or 202 when it was a notification or response."""
     if not replies:
         return Response(status_code=202)
-    messages = [decode(reply.payload).message for reply in replies]
+    messages = [parse(reply.payload) for reply in replies]
     bad_body = any(m["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) for m in messages)
     body = encode(messages[0] if len(messages) == 1 else messages)
     return Response(body, 400 if bad_body else 200, media_type="application/json")

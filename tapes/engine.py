@@ -22,7 +22,7 @@ from typing import Any
 
 from tapes.cassette import CassetteError
 from tapes.frames import STDIO, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.matching import Matcher
 
 NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
@@ -338,12 +338,12 @@ class ReplayEngine:
 
     def receive(self, payload: bytes) -> Reception:
         """One message (or batch) from the live client, as wire bytes."""
-        decoded = decode(payload)
-        if decoded.message is None:
+        message = parse(payload)
+        if message is None:
             return self._receive_raw(payload)
         replies: list[Action] = []
         channel = None
-        for item in items(decoded.message):
+        for item in items(message):
             matched, reply = self._receive_item(item)
             replies += reply
             if matched is not None and channel is None:
