@@ -348,20 +348,23 @@ def _is_event_stream(headers: list[tuple[str, str]]) -> bool:
 
 
 async def _body(request: Request, limit: int) -> bytes | Response:
-    too_large = _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        return too_large
+        return _too_large(limit)
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                return too_large
+                return _too_large(limit)
             chunks.append(chunk)
     except ClientDisconnect:
         raise _Drop from None
     return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Response:
+    return _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
 
 
 def _made_up(replies: list[Action]) -> Response:
