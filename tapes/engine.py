@@ -147,6 +147,7 @@ class _ServerItem:
 
     frame: Frame
     owners: list[Interaction | None]  # per batch item: the interaction it belongs to
+    payload: bytes  # the frame's wire bytes, encoded once: most frames go out as recorded
     waiting: int = 0
 
 
@@ -168,9 +169,9 @@ class _Indexer:
 
     def walk(self, frames: Sequence[Frame]) -> None:
         for frame in frames:
-            if frame.message is not None:
-                _check_json(frame)
             if frame.from_client:
+                if frame.message is not None:
+                    _checked_payload(frame)  # only checked: a client frame is never sent
                 keys = self.client_frame(frame)
                 if keys:
                     self.last_client_item = keys[-1]
@@ -232,6 +233,7 @@ class _Indexer:
         return key
 
     def server_frame(self, frame: Frame) -> None:
+        payload = _checked_payload(frame)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
             owners = [self.owner(frame, item) for item in items(frame.message)]
             for item, owner in zip(items(frame.message), owners, strict=True):
@@ -254,7 +256,7 @@ class _Indexer:
                 deps.update(interaction.client_items)
         if None in owners and not exchange and self.last_client_item is not None:
             deps.add(self.last_client_item)  # tied to no request: after the last thing the client said
-        server_item = _ServerItem(frame, owners)
+        server_item = _ServerItem(frame, owners, payload)
         for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
             interaction.server_items.append(server_item)
         self.engine._wait(server_item, deps)
@@ -523,7 +525,7 @@ class ReplayEngine:
         """The frame with the live ids in place of the recorded ones; None if nothing is left to send."""
         frame = server_item.frame
         if frame.message is None:
-            return Action(frame, frame.payload, gap)
+            return Action(frame, server_item.payload, gap)
         changed = False
         out = []
         for item, owner in zip(items(frame.message), server_item.owners, strict=True):
@@ -534,7 +536,7 @@ class ReplayEngine:
         if not out:
             return None
         if not changed:
-            return Action(frame, frame.payload, gap)
+            return Action(frame, server_item.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
         return Action(frame, encode(message), gap)
 
@@ -567,10 +569,11 @@ def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, 
     return item
 
 
-def _check_json(frame: Frame) -> None:
-    """A message read from an untrusted cassette must be JSON (msgpack can also hold bytes)."""
+def _checked_payload(frame: Frame) -> bytes:
+    """The frame's wire bytes; a message read from an untrusted cassette must be JSON (msgpack can
+    also hold bytes), which encoding it checks."""
     try:
-        frame.payload  # noqa: B018 - encoding it is the check
+        return frame.payload
     except (TypeError, ValueError) as error:
         raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None
 
