@@ -174,8 +174,9 @@ class HttpReplayer:
     async def _handle(self, request: Request) -> Response:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
             return _error(403, "Forbidden: Origin not allowed")
-        if request.url.path not in self.paths:
-            return _error(404, f"Not Found: the recording has no endpoint {request.url.path}")
+        path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
+        if path not in self.paths:
+            return _error(404, f"Not Found: the recording has no endpoint {path}")
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             return _error(400, problem)
         if request.method == "POST":
@@ -269,13 +270,12 @@ class HttpReplayer:
         info = log.head.frame.info or {}  # type: ignore[union-attr]
         headers = replayed_headers(info.get("headers") or ())
         if _is_event_stream(headers):
-            origin = f"{request.url.scheme}://{request.url.netloc}"
             status = info.get("status", 200)
             if log.ended and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
-                body = b"".join([chunk async for chunk in self._events(session, cursor, origin)])
+                body = b"".join([chunk async for chunk in self._events(session, cursor, request)])
                 return Response(body, status, headers=dict(headers))
-            return _Stream(self._events(session, cursor, origin), status, headers)
+            return _Stream(self._events(session, cursor, request), status, headers)
         while not log.ended and not session.closing:
             await session.changed()
         if wait := self.options.control.delay(sum(d.action.gap for d in log.body[cursor.position :])):
@@ -283,7 +283,7 @@ class HttpReplayer:
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)  # type: ignore[union-attr]
         return Response(body, info.get("status", 200), headers=dict(headers))
 
-    async def _events(self, session: _Session, cursor: Cursor, origin: str) -> AsyncIterator[bytes]:
+    async def _events(self, session: _Session, cursor: Cursor, request: Request) -> AsyncIterator[bytes]:
         log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
         while True:
             while position >= len(log.body):
@@ -303,16 +303,17 @@ class HttpReplayer:
                 continue
             if delay := self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap):
                 await asyncio.sleep(delay)
-            yield self._event_bytes(delivery.action, origin)
+            yield self._event_bytes(delivery.action, request)
             if self._faults.malformed_after(channel, delivery.event):
                 yield MALFORMED_EVENT
             if self._faults.drop_after(channel, delivery.event):
                 raise _Drop
 
-    def _event_bytes(self, action: Action, origin: str) -> bytes:
+    def _event_bytes(self, action: Action, request: Request) -> bytes:
         info = action.frame.info or {}  # type: ignore[union-attr]
         if info.get("event") != "endpoint":
             return sse_bytes(action)
+        origin = f"{request.url.scheme}://{request.url.netloc}"
         data = endpoint_for_replay(action.payload.decode(), self._cassette.header.server.get("url"), origin)
         return sse_bytes(Action(action.frame, data.encode()))
 
