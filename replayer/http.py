@@ -199,7 +199,7 @@ class HttpReplayer:
         if request.headers.get("mcp-protocol-version") == STATELESS_VERSION:
             if problem := header_mismatch(list(request.headers.items()), message, self._mirrored):
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
-        reception = session.engine.receive(body)
+        reception = session.engine.receive(body, message)
         made_up = session.perform(reception.actions)
         if reception.channel is None:
             if session.legacy_stream is not None and made_up:

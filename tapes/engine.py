@@ -30,6 +30,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
+_UNPARSED = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,9 +339,11 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes) -> Reception:
-        """One message (or batch) from the live client, as wire bytes."""
-        message = parse(payload)
+    def receive(self, payload: bytes, message: Any = _UNPARSED) -> Reception:
+        """One message (or batch) from the live client, as wire bytes; `message` is what
+        `jsonrpc.parse` makes of them, when the adapter has already parsed them."""
+        if message is _UNPARSED:
+            message = parse(payload)
         if message is None:
             return self._receive_raw(payload)
         replies: list[Action] = []
