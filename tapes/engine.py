@@ -30,7 +30,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
-_UNPARSED = object()
+_UNPARSED = object()  # receive() was not handed the parsed message
 
 
 @dataclass(frozen=True, slots=True)
