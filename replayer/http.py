@@ -56,6 +56,7 @@ from tapes.http_rules import (
 )
 from tapes.jsonrpc import MessageType, classify, encode, parse
 from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
+from tapes.sse import is_event_stream
 from tapes.streams import MALFORMED_EVENT, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
 MAX_BODY = 4 * 1024 * 1024
@@ -269,7 +270,7 @@ class HttpReplayer:
             raise _Drop  # the recorded server never answered: cut the connection
         info = log.head.frame.info or {}  # type: ignore[union-attr]
         headers = replayed_headers(info.get("headers") or ())
-        if _is_event_stream(headers):
+        if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
             if log.ended and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
@@ -341,11 +342,6 @@ class _Stream(Response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             tasks.cancel_scope.cancel()
-
-
-def _is_event_stream(headers: list[tuple[str, str]]) -> bool:
-    content_type = header(headers, "content-type") or ""
-    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
 
 async def _body(request: Request, limit: int) -> bytes | Response:
