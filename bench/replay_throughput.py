@@ -7,7 +7,12 @@ Then the same client (plain httpx, sequential, one keep-alive connection) drives
 against the real server and against `tapes replay --http` of the recording, rounds alternating, in
 one run. Prints request rates, their ratio and p50/p99 latency of the tools/call requests.
 
-    python bench/replay_throughput.py [--calls 1000] [--rounds 3]
+With --floor, a third server joins the rounds: a starlette app on the same uvicorn setup that
+answers each request at once with a one-event SSE stream and the headers the replayer sends, about
+the least any starlette server does for this session: its rate is about the most the replayer,
+which must stay a starlette app on uvicorn, can reach with this client.
+
+    python bench/replay_throughput.py [--calls 1000] [--rounds 3] [--floor]
 """
 
 from __future__ import annotations
@@ -27,8 +32,15 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 TAPES = [sys.executable, "-m", "tapes"]
 
-SDK_SERVER = r"""
+SERVE = r"""
 import socket, sys, uvicorn
+sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(128)
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as the replayer does: no delayed-ACK stalls
+print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+"""
+
+SDK_SERVER = r"""
 from mcp.server.mcpserver import MCPServer
 server = MCPServer(name="bench", version="1.0.0", log_level="WARNING")
 
@@ -36,11 +48,29 @@ server = MCPServer(name="bench", version="1.0.0", log_level="WARNING")
 def echo(text: str) -> str:
     return text
 
-sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(128)
-sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as the replayer does: no delayed-ACK stalls
-print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
-uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning")).run(sockets=[sock])
-"""
+app = server.streamable_http_app()
+""" + SERVE
+
+FLOOR_SERVER = r"""
+import json
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+
+HEADERS = {"cache-control": "no-cache, no-transform", "content-type": "text/event-stream",
+           "mcp-session-id": "floor", "x-accel-buffering": "no"}
+
+async def answer(request):
+    if request.method != "POST":
+        return Response()
+    message = json.loads(await request.body())
+    if "id" not in message:
+        return Response(status_code=202)
+    data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {}}, separators=(",", ":"))
+    return Response(f"event: message\ndata: {data}\n\n", headers=HEADERS)
+
+app = Starlette(routes=[Route("/mcp", answer, methods=["POST", "DELETE"])])
+""" + SERVE
 
 
 def start(argv: list[str], pattern: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -89,6 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--floor", action="store_true", help="also serve the session from a canned-answer starlette app")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,6 +132,8 @@ def main() -> None:
             session(recorder_url, args.calls)
             stop(recorder)
             results: dict[str, list[tuple[float, list[float]]]] = {"real SDK server": [], "tapes replay --http": []}
+            if args.floor:
+                results["starlette floor"] = []
             for _ in range(args.rounds):
                 results["real SDK server"].append(session(real_url, args.calls))
                 # a fresh replayer per round: a cassette's session is served once
@@ -108,6 +141,10 @@ def main() -> None:
                     [*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"], r"tapes: replaying at (\S+)")
                 results["tapes replay --http"].append(session(replay_url, args.calls))
                 stop(replayer)
+                if args.floor:
+                    floor, floor_url = start([sys.executable, "-c", FLOOR_SERVER], r"listening on (\S+)")
+                    results["starlette floor"].append(session(floor_url, args.calls))
+                    stop(floor)
         finally:
             stop(real)
 
@@ -119,6 +156,8 @@ def main() -> None:
         cuts = statistics.quantiles(latencies, n=100)
         print(f"  {name:22} {rates[name]:8.0f} req/s   p50 {cuts[49] * 1000:6.2f} ms   p99 {cuts[98] * 1000:6.2f} ms")
     print(f"  replay / real request rate: {rates['tapes replay --http'] / rates['real SDK server']:.1f}x")
+    if args.floor:
+        print(f"  floor / real request rate: {rates['starlette floor'] / rates['real SDK server']:.1f}x")
 
 
 if __name__ == "__main__":

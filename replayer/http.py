@@ -57,8 +57,9 @@ from tapes.http_rules import (
     replayed_headers,
     version_problem,
 )
-from tapes.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
+from tapes.sse import is_event_stream
 from tapes.streams import MALFORMED_EVENT, ChannelLog, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
 MAX_BODY = 4 * 1024 * 1024
@@ -230,8 +231,9 @@ class HttpReplayer:
     async def _handle(self, request: Request) -> Response:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
             return _error(403, "Forbidden: Origin not allowed")
-        if request.url.path not in self.paths:
-            return _error(404, f"Not Found: the recording has no endpoint {request.url.path}")
+        path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
+        if path not in self.paths:
+            return _error(404, f"Not Found: the recording has no endpoint {path}")
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             return _error(400, problem)
         if request.method == "POST":
@@ -249,7 +251,7 @@ class HttpReplayer:
         body = await _body(request, self.options.max_body)
         if isinstance(body, Response):
             return body
-        message = decode(body).message
+        message = parse(body)
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session
@@ -259,7 +261,7 @@ class HttpReplayer:
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
             return await session.handover.forward(request, body)
-        reception = session.engine.receive(body)
+        reception = session.engine.receive(body, message)
         if session.may_hand_over:
             if not reception.missed:
                 session.sent.append((body, list(request.headers.items())))
@@ -362,10 +364,9 @@ class HttpReplayer:
             raise _Drop  # the recorded server never answered: cut the connection
         info = log.head.frame.info or {}  # type: ignore[union-attr]
         headers = replayed_headers(info.get("headers") or ())
-        if _is_event_stream(headers):
-            origin = f"{request.url.scheme}://{request.url.netloc}"
+        if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
-            events = self._events(session, cursor, origin, made_up)
+            events = self._events(session, cursor, request, made_up)
             if log.ended and not _held_open(log) and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
                 return Response(b"".join([chunk async for chunk in events]), status, headers=dict(headers))
@@ -379,7 +380,7 @@ class HttpReplayer:
             body = _with_replies(body, made_up)
         return Response(body, info.get("status", 200), headers=dict(headers))
 
-    async def _events(self, session: _Session, cursor: Cursor, origin: str, made_up: Sequence[Action]) -> AsyncIterator[bytes]:
+    async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Action]) -> AsyncIterator[bytes]:
         log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
         for reply in made_up:
             yield sse_bytes(as_stream_message(channel, reply))
@@ -407,16 +408,17 @@ class HttpReplayer:
                 continue
             if delay := self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap):
                 await asyncio.sleep(delay)
-            yield self._event_bytes(delivery.action, origin)
+            yield self._event_bytes(delivery.action, request)
             if self._faults.malformed_after(channel, delivery.event):
                 yield MALFORMED_EVENT
             if self._faults.drop_after(channel, delivery.event):
                 raise _Drop
 
-    def _event_bytes(self, action: Action, origin: str) -> bytes:
+    def _event_bytes(self, action: Action, request: Request) -> bytes:
         info = action.frame.info or {}  # type: ignore[union-attr]
         if info.get("event") != "endpoint":
             return sse_bytes(action)
+        origin = f"{request.url.scheme}://{request.url.netloc}"
         data = endpoint_for_replay(action.payload.decode(), self._cassette.header.server.get("url"), origin)
         return sse_bytes(Action(action.frame, data.encode()))
 
@@ -453,22 +455,16 @@ class _Stream(Response):
             tasks.cancel_scope.cancel()
 
 
-def _is_event_stream(headers: list[tuple[str, str]]) -> bool:
-    content_type = header(headers, "content-type") or ""
-    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
-
-
 async def _body(request: Request, limit: int) -> bytes | Response:
-    too_large = _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        return too_large
+        return _too_large(limit)
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                return too_large
+                return _too_large(limit)
             chunks.append(chunk)
     except ClientDisconnect:
         raise _Drop from None
@@ -482,8 +478,12 @@ def _held_open(log: ChannelLog) -> bool:
 
 def _with_replies(body: bytes, replies: Sequence[Action]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
-    messages = [*items(decode(body).message), *(decode(reply.payload).message for reply in replies)]
+    messages = [*items(parse(body)), *(parse(reply.payload) for reply in replies)]
     return encode(messages)
+
+
+def _too_large(limit: int) -> Response:
+    return _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
 
 
 def _made_up(replies: list[Action]) -> Response:
@@ -491,7 +491,7 @@ def _made_up(replies: list[Action]) -> Response:
     for a body that is not JSON-RPC), or 202 when it was a notification or response."""
     if not replies:
         return Response(status_code=202)
-    messages = [decode(reply.payload).message for reply in replies]
+    messages = [parse(reply.payload) for reply in replies]
     bad_body = any(m["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) for m in messages)
     body = encode(messages[0] if len(messages) == 1 else messages)
     return Response(body, 400 if bad_body else 200, media_type="application/json")

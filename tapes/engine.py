@@ -22,7 +22,7 @@ from typing import Any
 
 from tapes.cassette import CassetteError
 from tapes.frames import STDIO, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.matching import Matcher
 
 NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
@@ -30,6 +30,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
+_UNPARSED = object()  # receive() was not handed the parsed message
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ class _ServerItem:
 
     frame: Frame
     owners: list[Interaction | None]  # per batch item: the interaction it belongs to
+    payload: bytes  # the frame's wire bytes, encoded once: most frames go out as recorded
     waiting: int = 0
 
 
@@ -174,9 +176,9 @@ class _Indexer:
 
     def walk(self, frames: Sequence[Frame]) -> None:
         for frame in frames:
-            if frame.message is not None:
-                _check_json(frame)
             if frame.from_client:
+                if frame.message is not None:
+                    _checked_payload(frame)  # only checked: a client frame is never sent
                 keys = self.client_frame(frame)
                 if keys:
                     self.last_client_item = keys[-1]
@@ -240,6 +242,7 @@ class _Indexer:
     def server_frame(self, frame: Frame) -> None:
         if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect":
             self.engine._closed_by_client.add(frame.channel)
+        payload = _checked_payload(frame)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
             owners = [self.owner(frame, item) for item in items(frame.message)]
             for item, owner in zip(items(frame.message), owners, strict=True):
@@ -262,7 +265,7 @@ class _Indexer:
                 deps.update(interaction.client_items)
         if None in owners and not exchange and self.last_client_item is not None:
             deps.add(self.last_client_item)  # tied to no request: after the last thing the client said
-        server_item = _ServerItem(frame, owners)
+        server_item = _ServerItem(frame, owners, payload)
         for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
             interaction.server_items.append(server_item)
         self.engine._wait(server_item, deps)
@@ -350,16 +353,18 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes) -> Reception:
-        """One message (or batch) from the live client, as wire bytes."""
-        decoded = decode(payload)
-        if decoded.message is None:
+    def receive(self, payload: bytes, message: Any = _UNPARSED) -> Reception:
+        """One message (or batch) from the live client, as wire bytes; `message` is what
+        `jsonrpc.parse` makes of them, when the adapter has already parsed them."""
+        if message is _UNPARSED:
+            message = parse(payload)
+        if message is None:
             return self._receive_raw(payload)
         misses = len(self._report.unmatched)
         replies: list[Action] = []
         channel = None
         sent: list[ItemKey] = []
-        for item in items(decoded.message):
+        for item in items(message):
             matched, reply = self._receive_item(item)
             replies += reply
             if matched is not None:
@@ -569,7 +574,7 @@ class ReplayEngine:
         """The frame with the live ids in place of the recorded ones; None if nothing is left to send."""
         frame = server_item.frame
         if frame.message is None:
-            return Action(frame, frame.payload, gap)
+            return Action(frame, server_item.payload, gap)
         changed = False
         out = []
         for item, owner in zip(items(frame.message), server_item.owners, strict=True):
@@ -580,7 +585,7 @@ class ReplayEngine:
         if not out:
             return None
         if not changed:
-            return Action(frame, frame.payload, gap)
+            return Action(frame, server_item.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
         return Action(frame, encode(message), gap)
 
@@ -613,10 +618,11 @@ def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, 
     return item
 
 
-def _check_json(frame: Frame) -> None:
-    """A message read from an untrusted cassette must be JSON (msgpack can also hold bytes)."""
+def _checked_payload(frame: Frame) -> bytes:
+    """The frame's wire bytes; a message read from an untrusted cassette must be JSON (msgpack can
+    also hold bytes), which encoding it checks."""
     try:
-        frame.payload  # noqa: B018 - encoding it is the check
+        return frame.payload
     except (TypeError, ValueError) as error:
         raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None
 

@@ -47,9 +47,12 @@ def classify(message: Any) -> MessageType:
     return _classify_single(message)
 
 
+_CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: json.dumps builds one per call
+
+
 def encode(message: Any) -> bytes:
     """The canonical encoding: compact separators, UTF-8, key order kept (as every MCP SDK sends)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANONICAL.encode(message).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +64,19 @@ class Decoded:
     verbatim: bytes | None
 
 
-def decode(payload: bytes) -> Decoded:
+def parse(payload: bytes) -> Any:
+    """The JSON-RPC message (or batch) in a wire payload, None when the bytes are not JSON-RPC.
+    What `decode` says without working out `verbatim`, for readers that only need the message."""
     try:
         message = json.loads(payload)
     except (UnicodeDecodeError, ValueError, RecursionError):
-        return Decoded(None, payload)
-    if classify(message) is MessageType.INVALID:
+        return None
+    return None if classify(message) is MessageType.INVALID else message
+
+
+def decode(payload: bytes) -> Decoded:
+    message = parse(payload)
+    if message is None:
         return Decoded(None, payload)
     try:
         canonical = encode(message) == payload

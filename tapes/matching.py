@@ -23,6 +23,8 @@ VOLATILE_PATHS: dict[str, tuple[str, ...]] = {
 
 MISSING = object()
 
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # built once: json.dumps builds one per call
+
 
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
@@ -127,7 +129,7 @@ class Matcher:
 
     def key(self, method: str, params: Any) -> Hashable:
         relevant = canonical(self.relevant(method, params))
-        return method, json.dumps(relevant, sort_keys=True, ensure_ascii=False)
+        return method, _KEY_ENCODER.encode(relevant)
 
     def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
         return True  # the key says it all
