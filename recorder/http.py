@@ -31,7 +31,7 @@ from mitmproxy.master import Master
 from mitmproxy.net import encoding
 
 from tapes.http_capture import CLIENT_DISCONNECT, CLOSED, UPSTREAM_ERROR, Fields, HttpFramer
-from tapes.cassette import CassetteWriter, Header, load, save
+from tapes.cassette import CassetteWriter, Header, load, replace_file
 from tapes.errors import UserError
 from tapes.redact import RedactionRules, Redactor
 from tapes.scrub import FrameHook, hook_label, scrubbed
@@ -166,9 +166,7 @@ class _CassetteSink:
             labels["sessions"] = " ".join(self._framer.sessions)
         if labels != cassette.header.labels:
             cassette.header = replace(cassette.header, labels=labels)
-            partial = f"{self._output}.tmp"
-            save(cassette, partial)
-            os.replace(partial, self._output)
+            replace_file(cassette, self._output)
 
     def _run(self) -> None:
         get, get_nowait = self._queue.get, self._queue.get_nowait

@@ -16,7 +16,6 @@ import asyncio
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -29,7 +28,7 @@ from starlette.responses import Response, StreamingResponse
 
 from recorder.process import HttpRecorderProcess
 from tapes.cassette import load
-from tapes.episodes import WarmUp, http_episode
+from tapes.episodes import HandoverFailed, NewEpisodes, WarmUp, http_episode
 from tapes.frames import Frame
 from tapes.http_rules import endpoint_for_replay, replayed_headers
 from tapes.jsonrpc import decode, encode, items
@@ -45,26 +44,12 @@ Headers = list[tuple[str, str]]
 OnMessage = Callable[[bytes], object]
 
 
-class HandoverFailed(Exception):
-    """The real server could not be brought to the live session's state."""
-
-
-@dataclass
-class HttpNewEpisodes:
-    """Where an HTTP replay hands a session over on its first miss: the real server's URL, and the
-    flags its recorder gets (e.g. --before-record). The cassette to add to is the replayed one."""
-
-    upstream: str
-    cassette: Path
-    record_flags: list[str] = field(default_factory=list)
-
-
 class Handover:
     """One replayed session, taken over by the real server. `legacy_path`: the SSE path of a
     legacy HTTP+SSE session (its answers come on that stream, its POSTs go to the endpoint the
     stream names)."""
 
-    def __init__(self, plan: HttpNewEpisodes, recorded_session: str | None, legacy_path: str | None = None) -> None:
+    def __init__(self, plan: NewEpisodes, recorded_session: str | None, legacy_path: str | None = None) -> None:
         self._recorded_session = recorded_session
         self._legacy_path = legacy_path
         self._scratch = tempfile.TemporaryDirectory(prefix="tapes-episode-")
@@ -87,7 +72,7 @@ class Handover:
         `on_stream_message` gets what the server then sends on the stream the client has open (if
         it has one: a legacy session always has)."""
         self._recorder = await anyio.to_thread.run_sync(
-            HttpRecorderProcess, self._recording, self._plan.upstream, self._plan.record_flags)
+            HttpRecorderProcess, self._recording, str(self._plan.real_server), self._plan.record_flags)
         recorder = urlsplit(self._recorder.url)
         self._origin = f"{recorder.scheme}://{recorder.netloc}"
         self._warm_up = WarmUp((body for body, _ in sent), replayed)
@@ -162,7 +147,7 @@ class Handover:
             try:
                 async for event in _events(response):
                     if event.event == "endpoint" and self._endpoint is None:
-                        self._endpoint = urljoin(stream_url, endpoint_for_replay(event.data, self._plan.upstream, self._origin))
+                        self._endpoint = urljoin(stream_url, endpoint_for_replay(event.data, str(self._plan.real_server), self._origin))
                         named.set()
                     else:
                         self._heard(event.data.encode(), on_stream_message)

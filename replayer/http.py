@@ -26,7 +26,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
@@ -36,11 +36,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from replayer.handover import Handover, HandoverFailed, HttpNewEpisodes
-from tapes.cassette import Cassette, load, save
+from tapes.cassette import Cassette, load, replace_file
 from tapes.control import ReplayControl
 from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
-from tapes.episodes import last_exchange, replayed_messages, splice
+from tapes.episodes import HandoverFailed, NewEpisodes, last_exchange, replayed_messages, splice
 from tapes.errors import UserError
 from tapes.frames import Frame, Kind
 from tapes.http_rules import (
@@ -61,6 +60,9 @@ from tapes.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
 from tapes.sse import is_event_stream
 from tapes.streams import MALFORMED_EVENT, ChannelLog, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
+
+if TYPE_CHECKING:
+    from replayer.handover import Handover
 
 MAX_BODY = 4 * 1024 * 1024
 """Largest request body accepted (413 beyond), in bytes."""
@@ -143,7 +145,7 @@ class ReplayOptions:
     allowed_hosts: Sequence[str] = ()  # Origin hosts allowed besides the local ones
     max_body: int = MAX_BODY
     control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
-    new_episodes: HttpNewEpisodes | None = None  # hand a session over to the real server at its first miss
+    new_episodes: NewEpisodes | None = None  # hand a session over to the real server at its first miss
 
 
 class HttpReplayer:
@@ -218,10 +220,7 @@ class HttpReplayer:
             del session.engine.report.unmatched[-session.handed_over_misses :]
         played = set().union(*(session.engine.played_frames for session in self._sessions))
         extended = splice(self._cassette, played, episode)
-        path = self.options.new_episodes.cassette
-        scratch = path.with_name(path.name + ".new")
-        save(extended, scratch)
-        os.replace(scratch, path)
+        replace_file(extended, self.options.new_episodes.cassette)
         added = len(extended.frames) - len(self._cassette.frames)
         handed_over[0].engine.report.recorded = added
         return added
@@ -333,6 +332,8 @@ class HttpReplayer:
         """The session's first miss: the real server takes the session over from here, and answers
         this request. None when it could not: the session goes on from the cassette alone."""
         assert self.options.new_episodes is not None
+        from replayer.handover import Handover  # with httpx: loaded only for a hand-over
+
         handover = Handover(self.options.new_episodes, session.recorded_id, session.legacy_path)
         # what the real server says on its stream goes out on the one the client has open
         on_message = (lambda message: session.perform([as_stream_message(stream, Action(None, message))])) if (

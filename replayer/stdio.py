@@ -15,15 +15,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
-from tapes.cassette import Cassette, load, save
+from tapes.cassette import Cassette, load, replace_file
 from tapes.control import ReplayControl
 from tapes.engine import Action
-from tapes.episodes import WarmUp, episode_frames, replayed_messages, splice
+from tapes.episodes import HandoverFailed, NewEpisodes, WarmUp, episode_frames, replayed_messages, splice
 from tapes.frames import Kind
 from tapes.jsonrpc import LineSplitter
 
@@ -75,24 +74,10 @@ WARM_UP_TIMEOUT = 30.0
 """Seconds a real server gets to answer the warm-up before the hand-over goes ahead anyway."""
 
 
-@dataclass
-class NewEpisodes:
-    """Where a replay hands over on its first miss: the real server's command, the cassette the
-    new episode is spliced into, and the flags its recorder gets (e.g. --before-record)."""
-
-    server: list[str]
-    cassette: Path
-    record_flags: list[str] = field(default_factory=list)
-
-
-class _HandoverFailed(Exception):
-    """The real server exited before it could take the session over."""
-
-
 class _Episode:
     """The real server, run through `tapes record`, taking the session over: warmed up with what
     the live client sent so far, then given every client line, its output passed on to stdout.
-    Raises _HandoverFailed (its recording gone) when the server exits during the warm-up."""
+    Raises HandoverFailed (its recording gone) when the server exits during the warm-up."""
 
     def __init__(self, plan: NewEpisodes, sent: list[bytes], replayed: list[bytes], console: Console) -> None:
         self.recording = plan.cassette.with_name(plan.cassette.name + ".episode")
@@ -100,7 +85,7 @@ class _Episode:
         self._warming = True
         self._changed = threading.Condition()
         command = [sys.executable, "-m", "tapes", "record", "-o", str(self.recording), *plan.record_flags,
-                   "--", *plan.server]
+                   "--", *plan.real_server]
         # its stderr is the real server's (the recorder passes it on): the client's to see
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._reader = threading.Thread(target=self._pump, daemon=True)
@@ -109,7 +94,7 @@ class _Episode:
         if self._process.poll() is not None:
             self.finish()
             self.recording.unlink(missing_ok=True)
-            raise _HandoverFailed(f"it exited with {self._process.returncode} during the warm-up")
+            raise HandoverFailed(f"it exited with {self._process.returncode} during the warm-up")
 
     def _pump(self) -> None:
         assert self._process.stdout is not None
@@ -167,9 +152,7 @@ class _Episode:
         """Put the recorded episode into the cassette at `path` (replaced atomically); its frame count."""
         episode = episode_frames(load(self.recording), self.warm_up)
         extended = splice(cassette, played, episode)
-        scratch = path.with_name(path.name + ".new")
-        save(extended, scratch)
-        os.replace(scratch, path)
+        replace_file(extended, path)
         self.recording.unlink()
         return len(extended.frames) - len(cassette.frames)
 
@@ -211,7 +194,7 @@ def replay_stdio(
                           soft_wrap=True)
             try:
                 episode = _Episode(new_episodes, sent, replayed, console)
-            except _HandoverFailed as failure:
+            except HandoverFailed as failure:
                 console.print(f"[red]tapes replay: the real server could not take over ({failure}): the session "
                               "goes on from the cassette alone[/]", soft_wrap=True)
                 new_episodes = None

@@ -236,6 +236,14 @@ def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool = Fals
                 raise CassetteError(f"{path}: frame {frame.seq} cannot be written as JSON ({error})") from None
 
 
+def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
+    """Write `cassette` over the file at `path` at once: written beside it first, then renamed over
+    it, so a reader (or a crash) never sees half of it."""
+    scratch = f"{os.fspath(path)}.tmp"
+    save(cassette, scratch)
+    os.replace(scratch, path)
+
+
 def _json_line(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
 

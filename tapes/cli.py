@@ -187,17 +187,19 @@ def replay(
                         "(--http), and neither applies without --new-episodes")
     if before_record and not new_episodes:
         raise UserError("--before-record only applies with --new-episodes")
+    from tapes.episodes import NewEpisodes
+
+    record_flags = ["--before-record", before_record] if before_record else []
     if not over_http:
         if used := [flag for flag, value in {**http_only, "--upstream": upstream}.items() if value]:
             raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
-        from replayer.stdio import NewEpisodes, replay_stdio
+        from replayer.stdio import replay_stdio
 
         plan = None
         if new_episodes:
-            plan = NewEpisodes(list(server_command), Path(cassette), ["--before-record", before_record] if before_record else [])
+            plan = NewEpisodes(list(server_command), Path(cassette), record_flags)
         sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path,
                               new_episodes=plan))
-    from replayer.handover import HttpNewEpisodes
     from replayer.http import ReplayOptions, replay_http
     from tapes.streams import Faults
 
@@ -205,7 +207,7 @@ def replay(
     faults = Faults.from_options(drop_after, delay, malformed, missing_sessions)
     options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)
     if upstream:
-        options.new_episodes = HttpNewEpisodes(upstream, Path(cassette), ["--before-record", before_record] if before_record else [])
+        options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
     sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
 
 

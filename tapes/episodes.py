@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tapes.cassette import Cassette
@@ -19,6 +21,21 @@ from tapes.engine import Action
 from tapes.frames import STDIO, Frame, Kind, http_channel
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
 from tapes.sessions import SESSION_HEADER, legacy_session_id
+
+
+@dataclass
+class NewEpisodes:
+    """Where a replay hands a session over at its first miss: the real server (a stdio server's
+    command, or an HTTP server's URL), the cassette the new episode goes into, and the flags the
+    recorder in front of the real server gets (e.g. --before-record)."""
+
+    real_server: list[str] | str
+    cassette: Path
+    record_flags: list[str] = field(default_factory=list)
+
+
+class HandoverFailed(Exception):
+    """The real server could not be brought to the live session's state."""
 
 
 class WarmUp:

@@ -210,14 +210,14 @@ def tape_url(tape: Tape) -> Iterator[str]:
         with _http_recorder(tape.writing_to, tape.upstream, tape.record_flags) as url:
             yield url
         return
-    from replayer.handover import HttpNewEpisodes
     from replayer.http import ReplayOptions, replay_server
+    from tapes.episodes import NewEpisodes
 
     options = ReplayOptions(control=tape.control)
     if tape.mode == "new_episodes":
         if not tape.upstream:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
-        options.new_episodes = HttpNewEpisodes(tape.upstream, tape.path, tape.record_flags)
+        options.new_episodes = NewEpisodes(tape.upstream, tape.path, tape.record_flags)
     with replay_server(tape.path, options=options) as server:
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown

@@ -21,10 +21,9 @@ from mcp.client.sse import sse_client
 from processes import Process, free_port
 from test_http_replayer import record
 
-from replayer.handover import HttpNewEpisodes
 from replayer.http import ReplayOptions, replay_server
 from tapes.cassette import Cassette, Header, load
-from tapes.episodes import WarmUp, episode_frames, splice
+from tapes.episodes import NewEpisodes, WarmUp, episode_frames, splice
 from tapes.frames import STDIO, Direction, Frame, Kind
 from tapes.jsonrpc import encode
 
@@ -171,7 +170,7 @@ def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(
 
     warmed: list[str] = []
     with notes_over_http(warmed, transport) as upstream:
-        plan = HttpNewEpisodes(upstream, cassette)
+        plan = NewEpisodes(upstream, cassette)
         with replay_server(cassette, options=ReplayOptions(new_episodes=plan)) as server:
             assert flow(server.url, ["a", "b"]) == direct  # the real server was warmed up with note a
     handed_over = server.replayer.report()
@@ -201,7 +200,7 @@ def test_an_upstream_that_is_down_leaves_the_http_replay_answering_from_the_cass
         return "answered"
 
     nothing_there = f"http://127.0.0.1:{free_port()}/mcp"
-    with replay_server(cassette, options=ReplayOptions(new_episodes=HttpNewEpisodes(nothing_there, cassette))) as server:
+    with replay_server(cassette, options=ReplayOptions(new_episodes=NewEpisodes(nothing_there, cassette))) as server:
         assert "nearest recorded is" in anyio.run(add_b, server.url)
     assert cassette.read_bytes() == recorded
     assert [line.split(":")[0] for line in server.report_lines if line.startswith("unmatched")] == ["unmatched tools/call id 5"]
