@@ -3,8 +3,8 @@ recorder. On the first client message a cassette has no answer for, the replay h
 over to the real server: `WarmUp` brings a fresh server to where the live session stands by sending
 it what the live client has sent so far (the server's answers to that are not the client's to
 see), then everything goes to the real server through a recorder. `splice` puts what was recorded
-from the hand-over on into the cassette, before the recorded session's end, so the next replay
-plays the old interactions and the new ones.
+from the hand-over on into the cassette, after the recorded frames the run played and before
+those it did not, so the next run replays the old interactions and the new ones.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from tapes.cassette import Cassette
 from tapes.engine import Action
 from tapes.frames import STDIO, Frame, Kind, http_channel
-from tapes.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.sessions import SESSION_HEADER, legacy_session_id
 
 
@@ -73,7 +73,7 @@ class WarmUp:
 
     def _ready(self, line: bytes) -> bytes | None:
         """The line as the real server must get it, or None while it has to wait."""
-        message = decode(line).message
+        message = parse(line)
         if message is None:
             return line
         if _is_answer(message):
@@ -101,7 +101,7 @@ class WarmUp:
             self._awaited.discard(item.get("id"))
             if item.get("id") in self._replayed_states:
                 self._states[self._replayed_states[item["id"]]] = _request_state(item.get("result"))
-        message = decode(line).message
+        message = parse(line)
         for item in items(message) if message is not None else ():
             if classify(item) is MessageType.REQUEST:
                 self._server_requests.append(item["id"])
@@ -128,7 +128,7 @@ def _results(lines: Iterable[bytes]) -> list[dict[str, Any]]:
     """The results and errors in these lines."""
     out = []
     for line in lines:
-        message = decode(line).message
+        message = parse(line)
         for item in items(message) if message is not None else ():
             if classify(item) in (MessageType.RESULT, MessageType.ERROR):
                 out.append(item)
