@@ -1,5 +1,5 @@
 """`tapes record --upstream` as a child process, for what records on the side: the pytest plugin's
-HTTP recordings and an HTTP replay's hand-over to the real server (new episodes)."""
+HTTP recordings, `tapes verify --upstream`, and an HTTP replay's hand-over to the real server."""
 
 from __future__ import annotations
 
@@ -50,10 +50,12 @@ class HttpRecorderProcess:
                 return found[1]
         raise UserError("tapes record did not start: " + "".join(seen).strip())
 
-    def stop(self) -> None:
-        self._process.send_signal(signal.SIGINT)  # the recorder flushes the cassette and exits
+    def stop(self) -> int:
+        """Stop it as Ctrl-C does (it flushes the cassette); its exit status."""
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGINT)
         try:
-            self._process.wait(timeout=30)
+            return self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.wait()
+            return self._process.wait()

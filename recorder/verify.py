@@ -1,5 +1,5 @@
-"""`tapes verify` over stdio and Streamable HTTP: play a recording's client side against a live
-server, recording the new session through `tapes record`, so it can be diffed against the old one.
+"""`tapes verify` over stdio and HTTP: play a recording's client side against a live server,
+recording the new session through `tapes record`, so it can be diffed against the old one.
 
 Over HTTP the server sits behind `tapes record --upstream URL --listen 127.0.0.1:0`; each recorded
 exchange is a request sent on its own thread, its response (JSON or an SSE stream) read to the end
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
-import re
-import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,11 +25,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from recorder.process import HttpRecorderProcess
 from tapes.cassette import Cassette, load
 from tapes.errors import UserError
 from tapes.jsonrpc import LineSplitter
 from tapes.sse import SSEParser, is_event_stream
-from tapes.verify import ClientScript, HttpClientScript, HttpRequest, legacy_sse
+from tapes.verify import ClientScript, HttpClientScript, HttpRequest
 
 STEP_TIMEOUT = 5.0  # seconds to wait for what the next client message depends on
 EXIT_TIMEOUT = 15.0  # seconds the server gets to finish after its input closes
@@ -96,57 +96,22 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
     return load(output)
 
 
-# --- Streamable HTTP ------------------------------------------------------------------------------
-
-STARTUP_TIMEOUT = 20.0  # seconds the recorder gets to print its banner
-_BANNER = re.compile(r"tapes: recording (http://[^\s/]+)(\S*)")
+# --- HTTP ---------------------------------------------------------------------------------------
 
 # what a reader thread reports: ("head", exchange, headers) | ("event", exchange, SSEEvent) |
 # ("body", exchange, bytes) | ("end", exchange, None)
 _Report = tuple[str, int, Any]
 
 
-def _start_http_recorder(upstream: str, output: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    """`tapes record --upstream` on a free port of 127.0.0.1: the process, its origin and path."""
+def _check_reachable(url: str) -> None:
+    """Fail at once, in one sentence, when nothing listens at `url` (rather than after every step
+    of the session has waited its timeout)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        process = subprocess.Popen([sys.executable, "-m", "tapes", "record", "-o", str(output), "--upstream", upstream,
-                                    "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=STEP_TIMEOUT).close()
     except OSError as error:
-        raise UserError(f"cannot start the recorder ({error.strerror})") from None
-    assert process.stderr is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        for line in process.stderr:  # type: ignore[union-attr]
-            lines.put(line.decode(errors="replace"))
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    seen: list[str] = []
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            line = None
-        if line is None:
-            _stop(process, signal.SIGKILL)
-            raise UserError("the recorder did not start: " + ("".join(seen).strip() or "no output"))
-        seen.append(line)
-        if match := _BANNER.search(line):
-            threading.Thread(target=lambda: all(iter(lines.get, None)), daemon=True).start()  # keep its stderr drained
-            return process, match[1], match[2]
-
-
-def _stop(process: subprocess.Popen[bytes], signum: int, timeout: float = EXIT_TIMEOUT) -> None:
-    if process.poll() is None:
-        process.send_signal(signum)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        raise UserError(f"cannot reach {url} ({error.strerror or error})") from None
 
 
 def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: queue.Queue[_Report]) -> None:
@@ -171,15 +136,14 @@ def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: que
 
 
 def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeout: float = STEP_TIMEOUT) -> Cassette:
-    """Play `recording`'s client side (Streamable HTTP) against the server at `upstream`, through
-    `tapes record --upstream`, recorded into `output`; the new cassette."""
-    if legacy_sse(recording.frames):
-        raise UserError("verify --upstream plays Streamable HTTP recordings (2025-03-26 and later); "
-                        "this one is of the legacy HTTP+SSE transport")
+    """Play `recording`'s client side (Streamable HTTP, or legacy HTTP+SSE) against the server at
+    `upstream`, through `tapes record --upstream`, recorded into `output`; the new cassette."""
+    _check_reachable(upstream)
     script = HttpClientScript(recording.frames)
     recorded_prefix = urlsplit((recording.header.server or {}).get("url", "")).path.rstrip("/")
-    process, origin, live_path = _start_http_recorder(upstream, output)
-    live_prefix = urlsplit(live_path).path.rstrip("/")
+    recorder = HttpRecorderProcess(output, upstream, [])
+    live = urlsplit(recorder.url)
+    origin, live_prefix = f"{live.scheme}://{live.netloc}", live.path.rstrip("/")
 
     def url(path: str) -> str:
         if recorded_prefix and (path == recorded_prefix or path.startswith((recorded_prefix + "/", recorded_prefix + "?"))):
@@ -194,7 +158,7 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
         if what == "head":
             script.receive_head(exchange, value)
         elif what == "event":
-            script.receive_event(exchange, value.id, value.data)
+            script.receive_event(exchange, value.id, value.data, value.event)
         elif what == "body":
             if value:
                 script.receive(value)
@@ -223,8 +187,8 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
             except queue.Empty:
                 break
     finally:
-        _stop(process, signal.SIGINT)  # the recorder closes what is still open and completes the cassette
+        status = recorder.stop()  # it closes what is still open and completes the cassette
         client.close()
-    if process.returncode != 0:
-        raise UserError(f"the recorder exited with status {process.returncode}")
+    if status != 0:
+        raise UserError(f"the recorder exited with status {status}")
     return load(output)

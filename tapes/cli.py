@@ -307,7 +307,7 @@ def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tupl
 @click.argument("cassette", type=click.Path(dir_okay=False))
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--upstream", metavar="URL",
-              help="Verify a Streamable HTTP server at this URL against an HTTP recording.")
+              help="Verify the HTTP server at this URL (Streamable HTTP or legacy SSE) against an HTTP recording.")
 @click.option("--keep", type=click.Path(dir_okay=False), help="Keep the new recording in this file.")
 @click.option("--step-timeout", type=float, default=5.0, show_default=True,
               help="Seconds to wait for what the next client message depends on.")

@@ -24,6 +24,7 @@ from typing import Any
 
 from tapes.frames import Frame, Kind
 from tapes.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.sessions import legacy_session_id
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
@@ -225,11 +226,6 @@ class HttpRequest:
     disconnect_after: int | None  # close the response after this many SSE events (the recording's client did)
 
 
-def legacy_sse(frames: Sequence[Frame]) -> bool:
-    """Whether a recording is of the 2024-11-05 HTTP+SSE transport (an `endpoint` event)."""
-    return any(frame.kind is Kind.SSE_EVENT and (frame.info or {}).get("event") == "endpoint" for frame in frames)
-
-
 def _exchange_number(channel: str) -> int | None:
     prefix, _, number = channel.partition(":")
     return int(number) if prefix == "http" and number.isdigit() else None
@@ -246,6 +242,7 @@ class HttpClientScript(ClientScript):
         self._event_positions: dict[str, tuple[int, int]] = {}  # recorded event id -> (exchange, position)
         self._live_event_ids: dict[tuple[int, int], str] = {}
         self._issued_sessions: dict[int, str] = {}  # exchange -> the session id its recorded response issued
+        self._issued_endpoints: dict[int, str] = {}  # exchange -> the legacy session its recorded endpoint event named
         self._live_sessions: dict[str, str] = {}  # recorded session id -> live one
         self._live_events: Counter[int] = Counter()  # exchange -> SSE events received live
         self.closes: set[int] = set()  # exchanges whose recorded response ended by itself
@@ -290,6 +287,11 @@ class HttpClientScript(ClientScript):
                 event_id = (frame.info or {}).get("id")
                 if event_id is not None:
                     self._event_positions.setdefault(event_id, (exchange, events[exchange]))
+                if (frame.info or {}).get("event") == "endpoint":  # legacy HTTP+SSE: POSTs go where it says
+                    session = legacy_session_id(frame.payload.decode("utf-8", "replace"))
+                    if session is not None:
+                        self._issued_endpoints[exchange] = session
+                    awaited.add(("event", exchange, events[exchange]))
                 self._server_frame(frame, keys, awaited, token_owner, cancelled)
             elif frame.kind is Kind.STREAM_END:
                 if (frame.info or {}).get("reason") == "client_disconnect":
@@ -307,13 +309,17 @@ class HttpClientScript(ClientScript):
         if exchange in self._issued_sessions and live is not None:
             self._live_sessions[self._issued_sessions[exchange]] = live
 
-    def receive_event(self, exchange: int, event_id: str | None, data: str) -> None:
+    def receive_event(self, exchange: int, event_id: str | None, data: str, event: str | None = None) -> None:
         self._live_events[exchange] += 1
         position = (exchange, self._live_events[exchange])
         self._received.add(("event", *position))
         if event_id is not None:
             self._live_event_ids[position] = event_id
-        if data:
+        if event == "endpoint":
+            live = legacy_session_id(data)
+            if exchange in self._issued_endpoints and live is not None:
+                self._live_sessions[self._issued_endpoints[exchange]] = live
+        elif data:
             self.receive(data.encode())
 
     def _payload(self, line: _Line) -> HttpRequest:  # type: ignore[override]
@@ -334,5 +340,8 @@ class HttpClientScript(ClientScript):
             body: bytes | None = encode(restamped if isinstance(line.message, list) else restamped[0])
         else:
             body = line.raw or None
-        return HttpRequest(line.exchange, info.get("method", "POST"), info.get("path", "/"), headers, body,
+        path = info.get("path", "/")
+        for recorded, live in self._live_sessions.items():  # a legacy endpoint names its session in the URL
+            path = path.replace(f"={recorded}", f"={live}")
+        return HttpRequest(line.exchange, info.get("method", "POST"), path, headers, body,
                            self._disconnects.get(line.exchange))

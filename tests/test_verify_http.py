@@ -84,6 +84,17 @@ def test_verify_server_everything_over_http_against_the_recording(everything_htt
     assert text.returncode == 0 and "same behaviour (10 interactions matched)" in text.stdout
 
 
+def test_verify_server_everything_over_legacy_sse_against_the_recording(tmp_path: Path) -> None:
+    server, url = start_everything("sse")
+    try:
+        run = run_tapes("verify", "cassettes/everything-sse-2024-11-05.tape", "--upstream", url, "--format", "json")
+    finally:
+        server.stop()
+    report = json.loads(run.stdout)
+    assert run.returncode == 0, (report["changes"], run.stderr)
+    assert report["same"] and report["matched"] >= 10
+
+
 CHANGED_SERVER = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).parent / "servers")!r})
@@ -120,8 +131,8 @@ def test_verify_over_http_reports_what_a_changed_server_does_differently(tmp_pat
 
 
 def test_verify_upstream_user_errors() -> None:
-    legacy = run_tapes("verify", "cassettes/everything-sse-2024-11-05.tape", "--upstream", "http://127.0.0.1:1/sse")
-    assert legacy.returncode == 2 and "legacy HTTP+SSE" in legacy.stderr
+    nothing_there = run_tapes("verify", CASSETTE, "--upstream", "http://127.0.0.1:1/mcp")
+    assert nothing_there.returncode == 2 and "cannot reach http://127.0.0.1:1/mcp" in nothing_there.stderr
     stdio = run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape", "--upstream", "http://127.0.0.1:1/mcp")
     assert stdio.returncode == 2 and "is a stdio recording" in stdio.stderr
     both = run_tapes("verify", CASSETTE, "--upstream", "http://127.0.0.1:1/mcp", "--", "true")
