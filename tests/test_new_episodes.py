@@ -6,6 +6,8 @@ run replays the whole session offline with the answers this run got."""
 from __future__ import annotations
 
 import json
+import re
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -181,6 +183,24 @@ def test_an_http_miss_hands_over_to_the_upstream_and_the_next_replay_has_it_all(
     with replay_server(cassette) as server:
         assert flow(server.url, ["a", "b"]) == direct
     assert server.replayer.report().unmatched == []
+
+
+def test_tapes_replay_http_new_episodes_command(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.tape"
+    with notes_over_http() as upstream:
+        record(cassette, upstream, lambda url: anyio.run(notes_http_session, url, ["a"], "legacy"))
+    before = len(load(cassette).frames)
+    with notes_over_http() as upstream:
+        replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0",
+                            "--new-episodes", "--upstream", upstream])
+        url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
+        answers = anyio.run(notes_http_session, url, ["a", "b"], "legacy")
+        replayer.stop(signal.SIGINT)
+    said = replayer.rest_of_stderr()
+    assert replayer.proc.returncode == 0, said
+    assert any('["a", "b"]' in str(answer) for answer in answers)
+    recorded = re.search(r"played \d+ frames, 0 unmatched, \d+ unused, (\d+) new frames recorded", said)
+    assert recorded and len(load(cassette).frames) == before + int(recorded[1]), said
 
 
 def test_an_upstream_that_is_down_leaves_the_http_replay_answering_from_the_cassette(tmp_path: Path) -> None:
