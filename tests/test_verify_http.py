@@ -75,19 +75,22 @@ def everything_http() -> Iterator[str]:
 
 def test_verify_server_everything_over_http_against_the_recording(everything_http: str, tmp_path: Path) -> None:
     live = tmp_path / "live.tape"
-    run = run_tapes("verify", CASSETTE, "--upstream", everything_http, "--format", "json", "--keep", str(live))
+    # a generous step timeout: under a loaded test run a server's answer may take seconds
+    run = run_tapes("verify", CASSETTE, "--upstream", everything_http, "--format", "json", "--keep", str(live),
+                    "--step-timeout", "20")
     report = json.loads(run.stdout)
     assert run.returncode == 0, (report["changes"], run.stderr)
     assert report["same"] and report["matched"] == 10
     assert run_tapes("show", str(live)).returncode == 0
-    text = run_tapes("verify", CASSETTE, "--upstream", everything_http)
+    text = run_tapes("verify", CASSETTE, "--upstream", everything_http, "--step-timeout", "20")
     assert text.returncode == 0 and "same behaviour (10 interactions matched)" in text.stdout
 
 
 def test_verify_server_everything_over_legacy_sse_against_the_recording(tmp_path: Path) -> None:
     server, url = start_everything("sse")
     try:
-        run = run_tapes("verify", "cassettes/everything-sse-2024-11-05.tape", "--upstream", url, "--format", "json")
+        run = run_tapes("verify", "cassettes/everything-sse-2024-11-05.tape", "--upstream", url, "--format", "json",
+                        "--step-timeout", "20")
     finally:
         server.stop()
     report = json.loads(run.stdout)
