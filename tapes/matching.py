@@ -34,6 +34,12 @@ def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
+def _parsed(paths: dict[str, list[str]]) -> dict[str, list[list[str]]]:
+    """JSON pointers per method, split into their unescaped tokens once (not on every request)."""
+    return {method: [[_unescape(token) for token in pointer.split("/")[1:]] for pointer in pointers]
+            for method, pointers in paths.items()}
+
+
 def _without(value: Any, tokens: list[str]) -> Any:
     """`value` with the member at `tokens` removed (copying only along the path)."""
     if not tokens:
@@ -116,13 +122,13 @@ class Matcher:
     name = "default"
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
-        self._ignore = {method: list(paths) for method, paths in VOLATILE_PATHS.items()}
-        self._ignore["*"] = self._ignore["*"] + list(ignore)
+        paths = {method: list(pointers) for method, pointers in VOLATILE_PATHS.items()}
+        paths["*"] += ignore
+        self._ignore = _parsed(paths)
 
     def relevant(self, method: str, params: Any) -> Any:
         """The params with what this matcher ignores taken out."""
-        for pointer in self._ignore["*"] + self._ignore.get(method, []):
-            tokens = [_unescape(token) for token in pointer.split("/")[1:]]
+        for tokens in self._ignore["*"] + self._ignore.get(method, []):
             stripped = _without(params, tokens)
             params = None if stripped is MISSING else stripped
         return params
@@ -150,7 +156,7 @@ class ExactMatcher(Matcher):
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
         super().__init__(ignore)
-        self._ignore = {"*": list(ignore)}
+        self._ignore = _parsed({"*": list(ignore)})
 
 
 class MethodMatcher(Matcher):
