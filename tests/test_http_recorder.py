@@ -218,11 +218,18 @@ def check_channel_shape(cassette: Cassette) -> None:
 # --- the SDK client through the recorder --------------------------------------------------------
 
 
+def direct_and_recorded(monkeypatch: pytest.MonkeyPatch, flow: Callable[..., Any], upstream: str,
+                        record: Callable[..., Recorder]) -> tuple[Any, Cassette]:
+    """Run `flow` against `upstream` directly, then through the recorder, which must not change what
+    the client sees; what it saw, and the cassette."""
+    direct = run_flow(monkeypatch, flow, upstream)
+    recorder = record(upstream)
+    assert run_flow(monkeypatch, flow, recorder.url) == direct
+    return direct, recorder.stop()
+
+
 def test_everything_streamable_http(monkeypatch: pytest.MonkeyPatch, everything_http: str, record: Callable[..., Recorder]) -> None:
-    direct = run_flow(monkeypatch, flows.everything_flow, everything_http)
-    recorder = record(everything_http)
-    assert run_flow(monkeypatch, flows.everything_flow, recorder.url) == direct
-    cassette = recorder.stop()
+    direct, cassette = direct_and_recorded(monkeypatch, flows.everything_flow, everything_http, record)
 
     assert cassette.header.transport == "http" and cassette.header.server == {"url": everything_http}
     assert cassette.protocol_version == "2025-11-25" == cassette.header.labels["protocol_version"]
@@ -296,10 +303,7 @@ async def resumable_flow(argv: Any, *, mode: str = "legacy") -> dict[str, Any]:
 
 
 def test_resumable_server_2025_11_25(monkeypatch: pytest.MonkeyPatch, resumable: str, record: Callable[..., Recorder]) -> None:
-    direct = run_flow(monkeypatch, resumable_flow, resumable)
-    recorder = record(resumable)
-    assert run_flow(monkeypatch, resumable_flow, recorder.url) == direct
-    cassette = recorder.stop()
+    direct, cassette = direct_and_recorded(monkeypatch, resumable_flow, resumable, record)
 
     assert direct["session"] == cassette.protocol_version == "2025-11-25"
     check_channel_shape(cassette)
@@ -324,11 +328,7 @@ def test_resumable_server_2025_11_25(monkeypatch: pytest.MonkeyPatch, resumable:
 
 
 def test_resumable_server_2026_07_28(monkeypatch: pytest.MonkeyPatch, resumable: str, record: Callable[..., Recorder]) -> None:
-    flow = functools.partial(resumable_flow, mode="auto")
-    direct = run_flow(monkeypatch, flow, resumable)
-    recorder = record(resumable)
-    assert run_flow(monkeypatch, flow, recorder.url) == direct
-    cassette = recorder.stop()
+    direct, cassette = direct_and_recorded(monkeypatch, functools.partial(resumable_flow, mode="auto"), resumable, record)
 
     assert direct["session"] == cassette.protocol_version == "2026-07-28"
     check_channel_shape(cassette)
