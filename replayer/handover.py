@@ -28,15 +28,12 @@ from starlette.responses import Response, StreamingResponse
 
 from recorder.process import HttpRecorderProcess
 from tapes.cassette import load
-from tapes.episodes import HandoverFailed, NewEpisodes, WarmUp, http_episode
+from tapes.episodes import WARM_UP_TIMEOUT, HandoverFailed, NewEpisodes, WarmUp, http_episode
 from tapes.frames import Frame
 from tapes.http_rules import endpoint_for_replay, replayed_headers
 from tapes.jsonrpc import decode, encode, items
 from tapes.sessions import SESSION_HEADER
 from tapes.sse import SSEEvent, SSEParser, is_event_stream
-
-WARM_UP_TIMEOUT = 30.0
-"""Seconds the real server gets to answer the warm-up before the hand-over goes ahead anyway."""
 
 _NOT_FORWARDED = frozenset({"host", "content-length", "connection", "transfer-encoding", "keep-alive"})
 
@@ -105,8 +102,7 @@ class Handover:
             if self._warm_up.done:
                 return
             if anyio.current_time() >= deadline:
-                print(f"tapes replay: the real server's warm-up did not finish ({self._warm_up.pending()}); "
-                      "handing over anyway", file=sys.stderr, flush=True)
+                print(self._warm_up.unfinished(), file=sys.stderr, flush=True)
                 return
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await self._changed.wait()

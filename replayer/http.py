@@ -343,8 +343,7 @@ class HttpReplayer:
         except HandoverFailed as failure:
             await handover.close()
             await anyio.to_thread.run_sync(handover.discard)
-            print(f"tapes replay: the real server could not take over ({failure}): the session goes on from the "
-                  "cassette alone", file=sys.stderr, flush=True)
+            print(failure.notice(), file=sys.stderr, flush=True)
             session.may_hand_over = False
             return None
         session.handover = handover

@@ -22,7 +22,15 @@ from rich.console import Console
 from tapes.cassette import Cassette, load, replace_file
 from tapes.control import ReplayControl
 from tapes.engine import Action
-from tapes.episodes import HandoverFailed, NewEpisodes, WarmUp, episode_frames, replayed_messages, splice
+from tapes.episodes import (
+    WARM_UP_TIMEOUT,
+    HandoverFailed,
+    NewEpisodes,
+    WarmUp,
+    episode_frames,
+    replayed_messages,
+    splice,
+)
 from tapes.frames import Kind
 from tapes.jsonrpc import LineSplitter
 
@@ -68,10 +76,6 @@ class _Server:
             _write_all(STDOUT, data)
         except BrokenPipeError:  # the client stopped reading; keep consuming its input
             self.stdout_open = False
-
-
-WARM_UP_TIMEOUT = 30.0
-"""Seconds a real server gets to answer the warm-up before the hand-over goes ahead anyway."""
 
 
 class _Episode:
@@ -120,8 +124,7 @@ class _Episode:
                     left = deadline - time.monotonic()
                     if self.warm_up.done or left <= 0 or self._process.poll() is not None:
                         if not self.warm_up.done and self._process.poll() is None:
-                            console.print(f"[yellow]tapes replay: the real server's warm-up did not finish "
-                                          f"({self.warm_up.pending()}); handing over anyway[/]", soft_wrap=True)
+                            console.print(self.warm_up.unfinished(), style="yellow", soft_wrap=True, markup=False)
                         self._warming = False
                         return
                     self._changed.wait(min(left, 0.1))
@@ -195,8 +198,7 @@ def replay_stdio(
             try:
                 episode = _Episode(new_episodes, sent, replayed, console)
             except HandoverFailed as failure:
-                console.print(f"[red]tapes replay: the real server could not take over ({failure}): the session "
-                              "goes on from the cassette alone[/]", soft_wrap=True)
+                console.print(failure.notice(), style="red", soft_wrap=True, markup=False)
                 new_episodes = None
                 server.perform(reception.actions)  # the miss's error, naming the nearest recorded request
                 return

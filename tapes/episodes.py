@@ -23,6 +23,10 @@ from tapes.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.sessions import SESSION_HEADER, legacy_session_id
 
 
+WARM_UP_TIMEOUT = 30.0
+"""Seconds a real server gets to answer the warm-up before the hand-over goes ahead anyway."""
+
+
 @dataclass
 class NewEpisodes:
     """Where a replay hands a session over at its first miss: the real server (a stdio server's
@@ -36,6 +40,9 @@ class NewEpisodes:
 
 class HandoverFailed(Exception):
     """The real server could not be brought to the live session's state."""
+
+    def notice(self) -> str:
+        return f"tapes replay: the real server could not take over ({self}): the session goes on from the cassette alone"
 
 
 class WarmUp:
@@ -110,9 +117,10 @@ class WarmUp:
     def done(self) -> bool:
         return not self._queue and not self._awaited
 
-    def pending(self) -> str:
-        """What the warm-up still waits for, in words (for a timeout's warning)."""
-        return f"{len(self._queue)} client messages unsent, {len(self._awaited)} requests unanswered"
+    def unfinished(self) -> str:
+        """The warning for a warm-up that ran out of time: what it still waited for."""
+        return (f"tapes replay: the real server's warm-up did not finish ({len(self._queue)} client messages "
+                f"unsent, {len(self._awaited)} requests unanswered); handing over anyway")
 
 
 def replayed_messages(actions: Iterable[Action]) -> list[bytes]:
