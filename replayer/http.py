@@ -87,7 +87,7 @@ class _Session:
 
     def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False) -> None:
         self.recorded_id = recorded.session_id
-        self.engine = control.engine(recorded.frames)
+        self.engine = control.engine(recorded.frames, remember_played=may_hand_over)
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
         self.deleted = False
@@ -218,7 +218,7 @@ class HttpReplayer:
             episode += session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1,
                                                session.open_stream)
             del session.engine.report.unmatched[-session.handed_over_misses :]
-        played = set().union(*(session.engine.played_frames for session in self._sessions))
+        played = set().union(*(session.engine.played_frames or () for session in self._sessions))
         extended = splice(self._cassette, played, episode)
         replace_file(extended, self.options.new_episodes.cassette)
         added = len(extended.frames) - len(self._cassette.frames)

@@ -177,7 +177,7 @@ def replay_stdio(
     for warning in cassette.warnings:
         console.print(f"[yellow]tapes replay: {warning}[/]")
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    engine = control.engine(cassette.frames)
+    engine = control.engine(cassette.frames, remember_played=new_episodes is not None)
     server = _Server(control)
     server.perform(engine.start())
     splitter = LineSplitter()
@@ -227,7 +227,7 @@ def replay_stdio(
     if episode is not None:
         server.exit_status = episode.finish()
         assert new_episodes is not None
-        appended = episode.splice_into(cassette, engine.played_frames, new_episodes.cassette)
+        appended = episode.splice_into(cassette, engine.played_frames or set(), new_episodes.cassette)
         del report.unmatched[-handed_over:]
         report.recorded = appended
     if report_path is not None:

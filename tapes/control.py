@@ -20,8 +20,8 @@ class ReplayControl:
     repeats: Repeats = Repeats.IN_ORDER
     speed: float | None = None  # None: instant; 1.0: the recorded gaps; 2.0: twice as fast
 
-    def engine(self, frames: Sequence[Frame]) -> ReplayEngine:
-        return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats)
+    def engine(self, frames: Sequence[Frame], *, remember_played: bool = False) -> ReplayEngine:
+        return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played)
 
     def delay(self, gap: float) -> float:
         """Seconds to wait before carrying out an action with this recorded gap."""

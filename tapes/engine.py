@@ -298,6 +298,7 @@ class ReplayEngine:
         *,
         race: Race = Race.RECORDED,
         repeats: Repeats = Repeats.IN_ORDER,
+        remember_played: bool = False,
     ) -> None:
         self._matcher = matcher or Matcher()
         self._race = race
@@ -323,7 +324,9 @@ class ReplayEngine:
         self._item_times: dict[ItemKey, float] = {}
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
-        self.played_frames: set[int] = set()  # seqs of the recorded frames played: client ones matched, server ones sent
+        # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
+        # client ones matched and server ones sent.
+        self.played_frames: set[int] | None = set() if remember_played else None
         _Indexer(self).walk(frames)
         if race is Race.CANCEL_WINS:
             self._hold_responses_for_cancels()
@@ -549,7 +552,8 @@ class ReplayEngine:
     # --- releasing -------------------------------------------------------------------------
 
     def _consume(self, key: ItemKey) -> None:
-        self.played_frames.add(key[0])
+        if self.played_frames is not None:
+            self.played_frames.add(key[0])
         self._trigger_time = self._item_times.get(key, self._trigger_time)
         for server_item in self._dependents.pop(key, ()):
             server_item.waiting -= 1
@@ -567,7 +571,8 @@ class ReplayEngine:
                 previous = max(previous, server_item.frame.t)
                 actions.append(action)
                 self._report.played += 1
-                self.played_frames.add(server_item.frame.seq)
+                if self.played_frames is not None:
+                    self.played_frames.add(server_item.frame.seq)
         return actions
 
     def _restamp(self, server_item: _ServerItem, gap: float = 0.0) -> Action | None:
