@@ -215,15 +215,14 @@ class HttpReplayer:
         episode: list[Frame] = []
         for session in handed_over:
             assert session.handover is not None
-            episode += session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1,
-                                               session.open_stream)
-            del session.engine.report.unmatched[-session.handed_over_misses :]
+            frames = session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1, session.open_stream)
+            episode += frames
+            report = session.engine.report
+            del report.unmatched[-session.handed_over_misses :]  # recorded now, not misses
+            report.recorded = len(frames)
         played = set().union(*(session.engine.played_frames or () for session in self._sessions))
-        extended = splice(self._cassette, played, episode)
-        replace_file(extended, self.options.new_episodes.cassette)
-        added = len(extended.frames) - len(self._cassette.frames)
-        handed_over[0].engine.report.recorded = added
-        return added
+        replace_file(splice(self._cassette, played, episode), self.options.new_episodes.cassette)
+        return len(episode)
 
     # --- requests --------------------------------------------------------------------------
 
