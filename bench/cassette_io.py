@@ -26,8 +26,8 @@ from typing import Any
 
 import msgpack
 
-from tapes.cassette import CassetteWriter, Header, frame_record, load
-from tapes.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.store import CassetteWriter, Header, frame_record, load
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 BATCH = 1000

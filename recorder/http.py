@@ -6,7 +6,7 @@ upstream URL or as a forward proxy (TLS intercepted with mitmproxy's CA), with `
 The forward path stays mitmproxy's: the addon's hooks only note what passed — a timestamp, the
 exchange number and references to bytes mitmproxy already holds — on a queue. SSE responses are
 streamed (mitmproxy would buffer them otherwise): each chunk is noted and handed straight back.
-A writer thread drains the queue in batches, frames them (`tapes.http_capture`), and appends
+A writer thread drains the queue in batches, frames them (`tapes.cassette.http_framer`), and appends
 them to the cassette, flushed per batch, so a killed recorder leaves a readable cassette.
 """
 
@@ -30,12 +30,12 @@ from mitmproxy.addons import default_addons
 from mitmproxy.master import Master
 from mitmproxy.net import encoding
 
-from tapes.http_capture import CLIENT_DISCONNECT, CLOSED, UPSTREAM_ERROR, Fields, HttpFramer
-from tapes.cassette import CassetteWriter, Header, load, replace_file
+from tapes.cassette.http_framer import CLIENT_DISCONNECT, CLOSED, UPSTREAM_ERROR, Fields, HttpFramer
+from tapes.cassette.store import CassetteWriter, Header, load, replace_file
 from tapes.errors import UserError
-from tapes.redact import RedactionRules, Redactor
-from tapes.scrub import FrameHook, hook_label, scrubbed
-from tapes.sse import EndpointRewriter, is_event_stream
+from tapes.cassette.redact import RedactionRules, Redactor
+from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
+from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
 CA_FILE = "mitmproxy-ca-cert.pem"

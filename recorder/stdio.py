@@ -3,7 +3,7 @@ pump bytes both ways, and leave framing and disk to a writer process beside the 
 
 Three pump threads read a chunk, forward it byte for byte, then capture it as one record on a
 pipe to a writer child forked before anything else starts. The child frames the records
-(`tapes.capture.StdioFramer`) and appends them to the cassette, flushing per batch. Because it
+(`tapes.cassette.stdio_framer.StdioFramer`) and appends them to the cassette, flushing per batch. Because it
 is a separate process, a recorder killed with SIGKILL loses nothing it already put in the pipe.
 """
 
@@ -23,11 +23,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO, NoReturn
 
-from tapes.capture import StdioFramer, Stream
-from tapes.cassette import CassetteWriter, Header
+from tapes.cassette.stdio_framer import StdioFramer, Stream
+from tapes.cassette.store import CassetteWriter, Header
 from tapes.errors import UserError
-from tapes.frames import Frame
-from tapes.scrub import FrameHook, hook_label, scrubbed
+from tapes.cassette.frames import Frame
+from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 
 CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20

@@ -3,11 +3,11 @@ recording the new session through `tapes record`, so it can be diffed against th
 
 Over HTTP the server sits behind `tapes record --upstream URL --listen 127.0.0.1:0`; each recorded
 exchange is a request sent on its own thread, its response (JSON or an SSE stream) read to the end
-and reported to the sans-IO `tapes.verify.HttpClientScript`, which says what goes out next.
+and reported to the sans-IO `tapes.analysis.verify.HttpClientScript`, which says what goes out next.
 
 The server runs behind `python -m tapes record -o NEW -- COMMAND`: the new session is captured
 exactly as a user's recording would be. What to send and when is decided by the sans-IO
-`tapes.verify.ClientScript`; this module only moves lines and keeps the waits bounded.
+`tapes.analysis.verify.ClientScript`; this module only moves lines and keeps the waits bounded.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 import httpx
 
 from recorder.process import HttpRecorderProcess
-from tapes.cassette import Cassette, load
+from tapes.cassette.store import Cassette, load
 from tapes.errors import UserError
-from tapes.jsonrpc import LineSplitter
-from tapes.sse import SSEParser, is_event_stream
-from tapes.verify import ClientScript, HttpClientScript, HttpRequest
+from tapes.wire.jsonrpc import LineSplitter
+from tapes.wire.sse import SSEParser, is_event_stream
+from tapes.analysis.verify import ClientScript, HttpClientScript, HttpRequest
 
 STEP_TIMEOUT = 5.0  # seconds to wait for what the next client message depends on
 EXIT_TIMEOUT = 15.0  # seconds the server gets to finish after its input closes

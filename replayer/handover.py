@@ -1,13 +1,13 @@
 """New episodes over HTTP: a replayed session handed over to the real server at its first miss.
 
 The real server is reached through `tapes record --upstream`, so what it says is recorded. It is
-first warmed up with the live client's POSTs so far (`tapes.episodes.WarmUp`: in order, a client
+first warmed up with the live client's POSTs so far (`tapes.replay.episodes.WarmUp`: in order, a client
 answer under the id of the real server's own request; the server's answers are not forwarded);
 from then on every request of the session is forwarded with the real server's session id in place
 of the replayed one, and the answer streamed back as it comes. What the real server sends on a
 stream the live client has open on the replay (the standalone GET stream; a legacy session's SSE
 stream, where all its answers go) is handed to the replayer for that stream. At the end the
-recording, minus its warm-up, becomes frames of the replayed session (`tapes.episodes.http_episode`).
+recording, minus its warm-up, becomes frames of the replayed session (`tapes.replay.episodes.http_episode`).
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from recorder.process import HttpRecorderProcess
-from tapes.cassette import load
-from tapes.episodes import WARM_UP_TIMEOUT, HandoverFailed, NewEpisodes, WarmUp, http_episode
-from tapes.frames import Frame
-from tapes.http_rules import endpoint_for_replay, replayed_headers
-from tapes.jsonrpc import decode, encode, items
-from tapes.sessions import SESSION_HEADER
-from tapes.sse import SSEEvent, SSEParser, is_event_stream
+from tapes.cassette.store import load
+from tapes.replay.episodes import WARM_UP_TIMEOUT, HandoverFailed, NewEpisodes, WarmUp, http_episode
+from tapes.cassette.frames import Frame
+from tapes.replay.http_rules import endpoint_for_replay, replayed_headers
+from tapes.wire.jsonrpc import decode, encode, items
+from tapes.replay.sessions import SESSION_HEADER
+from tapes.wire.sse import SSEEvent, SSEParser, is_event_stream
 
 _NOT_FORWARDED = frozenset({"host", "content-length", "connection", "transfer-encoding", "keep-alive"})
 

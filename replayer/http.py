@@ -1,13 +1,13 @@
 """Be the recorded server over HTTP: Streamable HTTP (POST / GET / DELETE on one endpoint) and the
 legacy HTTP+SSE transport, as a starlette app served by uvicorn.
 
-A thin adapter. Each recorded session (`tapes.sessions`) gets its own replay engine; a live
+A thin adapter. Each recorded session (`tapes.replay.sessions`) gets its own replay engine; a live
 request is routed to a session, handed to its engine, and answered on the recorded exchange the
 engine matched it to, with that exchange's framing (status, headers that matter, a JSON body or an
 SSE stream with the recorded event ids). What the engine releases is filed per recorded channel
-(`tapes.streams`), because frames are often released before the live request of their exchange
+(`tapes.replay.streams`), because frames are often released before the live request of their exchange
 arrives (the standalone GET stream) or after its connection is gone (a resumable stream). Header
-rules and the legacy endpoint rewrite live in `tapes.http_rules`.
+rules and the legacy endpoint rewrite live in `tapes.replay.http_rules`.
 
     with replay_server("session.tape") as server:   # in-process, on a free port of 127.0.0.1
         client = Client(server.url)
@@ -36,13 +36,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tapes.cassette import Cassette, load, replace_file
-from tapes.control import ReplayControl
-from tapes.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
-from tapes.episodes import HandoverFailed, NewEpisodes, last_exchange, replayed_messages, splice
+from tapes.cassette.store import Cassette, load, replace_file
+from tapes.replay.control import ReplayControl
+from tapes.replay.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
+from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, replayed_messages, splice
 from tapes.errors import UserError
-from tapes.frames import Frame, Kind
-from tapes.http_rules import (
+from tapes.cassette.frames import Frame, Kind
+from tapes.replay.http_rules import (
     KNOWN_VERSIONS,
     LOCAL_HOSTS,
     STATELESS_VERSION,
@@ -56,10 +56,10 @@ from tapes.http_rules import (
     replayed_headers,
     version_problem,
 )
-from tapes.jsonrpc import MessageType, classify, encode, items, parse
-from tapes.sessions import RecordedSession, legacy_session_id, split_sessions
-from tapes.sse import is_event_stream
-from tapes.streams import MALFORMED_EVENT, ChannelLog, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.replay.sessions import RecordedSession, legacy_session_id, split_sessions
+from tapes.wire.sse import is_event_stream
+from tapes.replay.streams import MALFORMED_EVENT, ChannelLog, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
 if TYPE_CHECKING:
     from replayer.handover import Handover

@@ -3,7 +3,7 @@ frames come out. stdout carries nothing but what the recorded server wrote there
 errors for requests that match nothing); the summary goes to stderr.
 
 With new episodes, the first client line the cassette has no answer for hands the session over
-to the real server, run through `tapes record` and warmed up first (`tapes.episodes`); what it
+to the real server, run through `tapes record` and warmed up first (`tapes.replay.episodes`); what it
 records from then on is spliced into the cassette when the session ends."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tapes.cassette import Cassette, load, replace_file
-from tapes.control import ReplayControl
-from tapes.engine import Action
-from tapes.episodes import (
+from tapes.cassette.store import Cassette, load, replace_file
+from tapes.replay.control import ReplayControl
+from tapes.replay.engine import Action
+from tapes.replay.episodes import (
     WARM_UP_TIMEOUT,
     HandoverFailed,
     NewEpisodes,
@@ -31,8 +31,8 @@ from tapes.episodes import (
     replayed_messages,
     splice,
 )
-from tapes.frames import Kind
-from tapes.jsonrpc import LineSplitter
+from tapes.cassette.frames import Kind
+from tapes.wire.jsonrpc import LineSplitter
 
 STDIN, STDOUT, STDERR = 0, 1, 2
 

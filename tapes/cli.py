@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tapes import __version__
-from tapes.engine import Race, Repeats
+from tapes.replay.engine import Race, Repeats
 from tapes.errors import UserError
 
 
@@ -86,7 +86,7 @@ def record(
     if sum((bool(command), upstream is not None, proxy)) != 1:
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
     from tapes.config import load_config
-    from tapes.scrub import load_hook
+    from tapes.cassette.scrub import load_hook
 
     hook_spec = before_record or load_config().before_record
     hook = load_hook(hook_spec) if hook_spec else None
@@ -98,7 +98,7 @@ def record(
         sys.exit(record_stdio(list(command), output, before_record=hook))
 
     from recorder.http import record_http
-    from tapes.redact import RedactionRuleError, RedactionRules
+    from tapes.cassette.redact import RedactionRuleError, RedactionRules
 
     address = _listen_address(listen)
     if no_redact:
@@ -169,9 +169,9 @@ def replay(
                    tapes replay FILE --http --new-episodes --upstream http://127.0.0.1:3001/mcp
     Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
     """
-    from tapes.cassette import load
+    from tapes.cassette.store import load
     from tapes.config import load_config
-    from tapes.control import ReplayControl
+    from tapes.replay.control import ReplayControl
 
     # flags over [tool.tapes] over the defaults
     settings = load_config().control_settings()
@@ -187,7 +187,7 @@ def replay(
                         "(--http), and neither applies without --new-episodes")
     if before_record and not new_episodes:
         raise UserError("--before-record only applies with --new-episodes")
-    from tapes.episodes import NewEpisodes
+    from tapes.replay.episodes import NewEpisodes
 
     record_flags = ["--before-record", before_record] if before_record else []
     if not over_http:
@@ -201,7 +201,7 @@ def replay(
         sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path,
                               new_episodes=plan))
     from replayer.http import ReplayOptions, replay_http
-    from tapes.streams import Faults
+    from tapes.replay.streams import Faults
 
     host, port = _listen_address(listen or "127.0.0.1:8080")
     faults = Faults.from_options(drop_after, delay, malformed, missing_sessions)
@@ -216,8 +216,8 @@ def replay(
 @click.option("--width", type=int, default=None, help="Width of the table (default: the terminal's).")
 def show(cassette: str, width: int | None) -> None:
     """Print a cassette as a timeline."""
-    from tapes.cassette import load
-    from tapes.show import print_timeline
+    from tapes.cassette.store import load
+    from tapes.render.show import print_timeline
 
     print_timeline(load(cassette), width=width)
 
@@ -227,7 +227,7 @@ def show(cassette: str, width: int | None) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="JSON Lines file to write.")
 def export_jsonl(cassette: str, output: str) -> None:
     """Convert a cassette to its JSON Lines twin (for review in git)."""
-    from tapes.cassette import load, save
+    from tapes.cassette.store import load, save
 
     save(load(cassette), output, jsonl=True)
 
@@ -237,7 +237,7 @@ def export_jsonl(cassette: str, output: str) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
 def import_jsonl(jsonl: str, output: str) -> None:
     """Convert a JSON Lines cassette back to msgpack."""
-    from tapes.cassette import load, save
+    from tapes.cassette.store import load, save
 
     save(load(jsonl), output)
 
@@ -248,7 +248,7 @@ _FORMATS = click.Choice(["text", "json", "markdown"])
 
 
 def _noise(noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> Any:
-    from tapes.normalize import NOISE_RULES, Noise
+    from tapes.analysis.normalize import NOISE_RULES, Noise
 
     try:
         return Noise(rules=noise_rules or tuple(NOISE_RULES), ignore=ignore)
@@ -269,7 +269,7 @@ def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
 
     from rich.console import Console
 
-    from tapes.diff import markdown, print_report
+    from tapes.analysis.diff import markdown, print_report
 
     if output_format == "json":
         click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False, default=str))
@@ -290,13 +290,13 @@ def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
 @_noise_options
 def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
     """Compare two sessions by behaviour, also across protocol versions (exit 0 same, 1 different, 2 error)."""
-    from tapes.cassette import load
-    from tapes.diff import diff_cassettes
+    from tapes.cassette.store import load
+    from tapes.analysis.diff import diff_cassettes
 
     old_cassette, new_cassette = load(old), load(new)
     report = diff_cassettes(old_cassette, new_cassette, old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
     if output_format == "html":
-        from tapes.view import render_diff
+        from tapes.render.view import render_diff
 
         click.echo(render_diff(report, old_cassette, new_cassette))
         sys.exit(report.exit_code(fail_on))
@@ -326,8 +326,8 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     import tempfile
     from pathlib import Path
 
-    from tapes.cassette import load
-    from tapes.diff import diff_cassettes
+    from tapes.cassette.store import load
+    from tapes.analysis.diff import diff_cassettes
 
     if upstream is not None and command:
         raise UserError("verify takes either --upstream URL or a server command after --, not both")
@@ -358,8 +358,8 @@ def lint(cassettes: tuple[str, ...], output_format: str) -> None:
     """Check cassettes against the rules of their negotiated protocol version (exit 0 clean, 1 findings, 2 error)."""
     import json
 
-    from tapes.cassette import load
-    from tapes.lint import RULES, lint as lint_cassette
+    from tapes.cassette.store import load
+    from tapes.analysis.lint import RULES, lint as lint_cassette
 
     results = {}
     for path in cassettes:
@@ -389,8 +389,8 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
     import webbrowser
     from pathlib import Path
 
-    from tapes.cassette import load
-    from tapes.view import render_page
+    from tapes.cassette.store import load
+    from tapes.render.view import render_page
 
     page = render_page(load(cassette), Path(cassette).name)
     target = Path(output or Path(cassette).with_suffix(".html").name)

@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 
-from tapes.cassette import load
+from tapes.cassette.store import load
 from tapes.config import Config, load_config
-from tapes.control import ReplayControl
+from tapes.replay.control import ReplayControl
 
 RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 TAPES = [sys.executable, "-m", "tapes"]
@@ -211,7 +211,7 @@ def tape_url(tape: Tape) -> Iterator[str]:
             yield url
         return
     from replayer.http import ReplayOptions, replay_server
-    from tapes.episodes import NewEpisodes
+    from tapes.replay.episodes import NewEpisodes
 
     options = ReplayOptions(control=tape.control)
     if tape.mode == "new_episodes":

@@ -13,7 +13,7 @@ import anyio
 from conftest import EVERYTHING_JS, ROOT, TAPES
 from flows import everything_flow, notes_flow
 
-from tapes.cassette import Cassette, load, save
+from tapes.cassette.store import Cassette, load, save
 
 CASSETTES = ROOT / "cassettes"
 EXAMPLE = CASSETTES / "example"

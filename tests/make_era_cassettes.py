@@ -20,7 +20,7 @@ from conftest import ROOT, TAPES
 from flows import everything_flow, notes_flow
 from make_cassettes import CASSETTES, EVERYTHING, NOTES_SERVER, _relative
 
-from tapes.cassette import Cassette, load, save
+from tapes.cassette.store import Cassette, load, save
 
 # name -> (flow, server argv, the handshake version the client offers)
 ERA_SESSIONS = {

@@ -14,8 +14,8 @@ from flows import everything_flow
 from mcp.client.sse import sse_client
 from test_http_recorder import Recorder, run_flow, speak_2024_11_05, start_everything
 
-from tapes.cassette import Cassette, save
-from tapes.frames import Frame, Kind
+from tapes.cassette.store import Cassette, save
+from tapes.cassette.frames import Frame, Kind
 
 CASSETTES = ROOT / "cassettes"
 

@@ -14,7 +14,7 @@ from conftest import TAPES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tapes.cassette import (
+from tapes.cassette.store import (
     FORMAT_VERSION,
     Cassette,
     CassetteError,
@@ -26,7 +26,7 @@ from tapes.cassette import (
     loads,
     save,
 )
-from tapes.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 HEADER = Header(

@@ -11,8 +11,8 @@ import pytest
 from conftest import ROOT, TAPES
 from make_cassettes import CASSETTES, EXAMPLE, STDIO_SESSIONS
 
-from tapes.cassette import load, save
-from tapes.frames import Kind
+from tapes.cassette.store import load, save
+from tapes.cassette.frames import Kind
 
 TAPE_FILES = sorted(CASSETTES.rglob("*.tape"))
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from conftest import ROOT, TAPES
 
-from tapes.cassette import Cassette, Header, load
-from tapes.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.normalize import Noise
+from tapes.cassette.store import Cassette, Header, load
+from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.analysis.normalize import Noise
 
 CASSETTES = ROOT / "cassettes"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tapes.capture import StdioFramer, Stream
-from tapes.engine import NO_MATCH, PARSE_ERROR, ReplayEngine
-from tapes.frames import Frame
+from tapes.cassette.stdio_framer import StdioFramer, Stream
+from tapes.replay.engine import NO_MATCH, PARSE_ERROR, ReplayEngine
+from tapes.cassette.frames import Frame
 
 
 def recording(*exchange: tuple[str, Any]) -> list[Frame]:
@@ -192,8 +192,8 @@ def test_server_output_before_any_client_message_is_released_at_start_and_exit_a
 def test_a_message_holding_bytes_is_refused_in_one_sentence() -> None:
     import pytest
 
-    from tapes.cassette import CassetteError
-    from tapes.frames import Direction, Kind
+    from tapes.cassette.store import CassetteError
+    from tapes.cassette.frames import Direction, Kind
 
     bad = Frame(1, 0.0, Direction.CLIENT_TO_SERVER, "stdio", Kind.MESSAGE, req(1, "ping", {"x": b"\x00"}))
     with pytest.raises(CassetteError, match="frame 1 holds a message that is not JSON"):

@@ -8,15 +8,15 @@ from typing import Any
 
 from test_engine import note, progress, req, res
 
-from tapes.engine import ReplayEngine
-from tapes.frames import Direction, Frame, Kind
-from tapes.sessions import split_sessions
+from tapes.replay.engine import ReplayEngine
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.replay.sessions import split_sessions
 
 C, S = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 
 
 class Recording:
-    """Builds an HTTP recording frame by frame, following tapes/frames.py's conventions."""
+    """Builds an HTTP recording frame by frame, following tapes/cassette/frames.py's conventions."""
 
     def __init__(self) -> None:
         self.frames: list[Frame] = []

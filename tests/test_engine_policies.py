@@ -7,9 +7,9 @@ import json
 import pytest
 from test_engine import note, progress, recording, req, res, send
 
-from tapes.engine import NO_MATCH, Race, Repeats, ReplayEngine
+from tapes.replay.engine import NO_MATCH, Race, Repeats, ReplayEngine
 from tapes.errors import UserError
-from tapes.matching import matcher_named, register_matcher
+from tapes.replay.matching import matcher_named, register_matcher
 
 # A call the client cancelled after the first progress; the server answered anyway, after the cancel.
 RACE = recording(

@@ -29,8 +29,8 @@ from mcp.client.sse import sse_client
 import flows
 from conftest import EVERYTHING_JS, ROOT, TAPES
 from processes import TIMEOUT, Process, free_port
-from tapes.cassette import Cassette, load
-from tapes.frames import Direction, Frame, Kind
+from tapes.cassette.store import Cassette, load
+from tapes.cassette.frames import Direction, Frame, Kind
 
 RESUMABLE_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "resumable_server.py")]
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
@@ -202,7 +202,7 @@ def kinds(frames: list[Frame]) -> list[Kind]:
 
 
 def check_channel_shape(cassette: Cassette) -> None:
-    """Every exchange follows tapes.frames: request head, optional body, response head and body
+    """Every exchange follows tapes.cassette.frames: request head, optional body, response head and body
     (or no response at all when the upstream failed), then exactly one STREAM_END, last."""
     for name, frames in channels(cassette).items():
         assert re.fullmatch(r"http:\d+", name)

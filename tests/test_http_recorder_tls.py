@@ -33,7 +33,7 @@ from test_http_recorder import (
     run_flow,
 )
 
-from tapes.frames import Kind
+from tapes.cassette.frames import Kind
 
 record = test_http_recorder.record  # the fixture: `tapes record` on a free port, killed after the test
 

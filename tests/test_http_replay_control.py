@@ -13,10 +13,10 @@ from mcp import Client, MCPError
 from test_http_replayer import TIMEOUT, assert_clean, calling, record, resumable  # noqa: F401 (a fixture)
 
 import flows
-from tapes.frames import Kind
+from tapes.cassette.frames import Kind
 
 from replayer.http import ReplayOptions, replay_server
-from tapes.control import ReplayControl
+from tapes.replay.control import ReplayControl
 
 CASSETTE = ROOT / "cassettes" / "everything-http-2025-11-25.tape"
 

@@ -28,11 +28,11 @@ from mcp.client.sse import sse_client
 import flows
 from conftest import EVERYTHING_JS, ROOT, TAPES
 from processes import TIMEOUT, Process, free_port
-from tapes.cassette import Cassette, load, save
-from tapes.frames import Kind
-from tapes.sessions import split_sessions
-from tapes.sse import SSEEvent, SSEParser
-from tapes.streams import MALFORMED_EVENT, Faults
+from tapes.cassette.store import Cassette, load, save
+from tapes.cassette.frames import Kind
+from tapes.replay.sessions import split_sessions
+from tapes.wire.sse import SSEEvent, SSEParser
+from tapes.replay.streams import MALFORMED_EVENT, Faults
 from replayer.http import ReplayOptions, replay_server
 
 RESUMABLE_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "resumable_server.py")]

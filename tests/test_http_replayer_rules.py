@@ -1,4 +1,4 @@
-"""The HTTP rules the replayer applies (tapes.http_rules), unit by unit and end to end: Origin,
+"""The HTTP rules the replayer applies (tapes.replay.http_rules), unit by unit and end to end: Origin,
 MCP-Protocol-Version, the 2026-07-28 standard headers against the body, replayed response
 headers, the legacy endpoint rewrite; a 2025-03-26 batch answered as a batch; a stateless
 2026-07-28 recording replayed to the SDK client."""
@@ -16,14 +16,14 @@ from mcp import Client
 from test_engine import req, res
 from test_engine_http import Recording
 
-from tapes.engine import NO_MATCH
+from tapes.replay.engine import NO_MATCH
 from test_http_replayer import ACCEPT, TIMEOUT, record, resumable  # noqa: F401 (a fixture)
 
 import flows
 from replayer.http import replay_server
-from tapes.cassette import Cassette, Header
-from tapes.frames import Direction, Kind
-from tapes.http_rules import (
+from tapes.cassette.store import Cassette, Header
+from tapes.cassette.frames import Direction, Kind
+from tapes.replay.http_rules import (
     HEADER_MISMATCH,
     endpoint_for_replay,
     header_mismatch,

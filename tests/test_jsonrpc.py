@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tapes.jsonrpc import LineSplitter, MessageType, classify, decode, encode, items
+from tapes.wire.jsonrpc import LineSplitter, MessageType, classify, decode, encode, items
 
 REQUEST = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}
 NOTIFICATION = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}}

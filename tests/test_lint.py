@@ -11,9 +11,9 @@ import pytest
 from conftest import ROOT, TAPES
 from test_diff import handshake, notification, request, result, stdio_cassette
 
-from tapes.cassette import Cassette, Header, load
-from tapes.frames import Direction, Frame, Kind
-from tapes.lint import RULES, lint
+from tapes.cassette.store import Cassette, Header, load
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.analysis.lint import RULES, lint
 
 C, S = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 

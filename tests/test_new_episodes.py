@@ -24,10 +24,10 @@ from processes import Process, free_port
 from test_http_replayer import record
 
 from replayer.http import ReplayOptions, replay_server
-from tapes.cassette import Cassette, Header, load
-from tapes.episodes import NewEpisodes, WarmUp, episode_frames, splice
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.jsonrpc import encode
+from tapes.cassette.store import Cassette, Header, load
+from tapes.replay.episodes import NewEpisodes, WarmUp, episode_frames, splice
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.wire.jsonrpc import encode
 
 NOTES_SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "notes_server.py")]
 

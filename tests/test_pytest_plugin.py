@@ -14,7 +14,7 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from test_new_episodes import notes_over_http
 
-from tapes.cassette import load
+from tapes.cassette.store import load
 
 WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
 

@@ -19,9 +19,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from recorder.stdio import END, EXIT, EXIT_STATUS, RECORD, _RecordFramer
-from tapes.capture import Stream
-from tapes.cassette import Cassette, load
-from tapes.frames import Direction, Frame, Kind
+from tapes.cassette.stdio_framer import Stream
+from tapes.cassette.store import Cassette, load
+from tapes.cassette.frames import Direction, Frame, Kind
 
 from conftest import TAPES
 

@@ -1,10 +1,10 @@
-"""tapes.redact: header and JSON-path redaction with stable placeholders."""
+"""tapes.cassette.redact: header and JSON-path redaction with stable placeholders."""
 
 from __future__ import annotations
 
 import pytest
 
-from tapes.redact import RedactionRuleError, RedactionRules, Redactor
+from tapes.cassette.redact import RedactionRuleError, RedactionRules, Redactor
 
 
 def test_default_rules_redact_credentials_and_keep_protocol_headers() -> None:

@@ -17,9 +17,9 @@ from flows import Observer
 from flows import connect, everything_flow, notes_flow
 from mcp import MCPError
 
-from tapes.cassette import load
-from tapes.frames import Kind
-from tapes.jsonrpc import MessageType, classify
+from tapes.cassette.store import load
+from tapes.cassette.frames import Kind
+from tapes.wire.jsonrpc import MessageType, classify
 
 NOTES_SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "notes_server.py")]
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, TAPES
 
-from tapes.cassette import load
-from tapes.frames import Kind
+from tapes.cassette.store import load
+from tapes.cassette.frames import Kind
 
 WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
 CLIENT = (ROOT / "cassettes" / "example" / "client.jsonl").read_bytes()
 HOOKS = '''
 from dataclasses import replace
-from tapes.frames import Kind
-from tapes.redact import Redactor, RedactionRules
+from tapes.cassette.frames import Kind
+from tapes.cassette.redact import Redactor, RedactionRules
 
 redactor = Redactor(RedactionRules.default())  # stable placeholders within the cassette
 

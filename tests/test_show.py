@@ -10,9 +10,9 @@ import pytest
 from conftest import TAPES
 from rich.console import Console
 
-from tapes.cassette import Cassette, Header, save
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.show import print_timeline
+from tapes.cassette.store import Cassette, Header, save
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.render.show import print_timeline
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 WIDTH = 120

@@ -1,11 +1,11 @@
-"""tapes.sse: the incremental SSE parser, the encoder, and the legacy endpoint rewriter."""
+"""tapes.wire.sse: the incremental SSE parser, the encoder, and the legacy endpoint rewriter."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tapes.sse import EndpointRewriter, SSEEvent, SSEParser, encode_event, is_event_stream
+from tapes.wire.sse import EndpointRewriter, SSEEvent, SSEParser, encode_event, is_event_stream
 
 WIRE = (
     b"\xef\xbb\xbfid: 1\r\ndata:\r\n\r\n"  # BOM, CRLF, a priming event

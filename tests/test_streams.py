@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tapes.engine import Action
+from tapes.replay.engine import Action
 from tapes.errors import UserError
-from tapes.frames import Direction, Frame, Kind
-from tapes.streams import Cursor, FaultPlan, Faults, StreamBook, sse_bytes
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.replay.streams import Cursor, FaultPlan, Faults, StreamBook, sse_bytes
 
 S = Direction.SERVER_TO_CLIENT
 

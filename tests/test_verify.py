@@ -14,8 +14,8 @@ from conftest import ROOT, TAPES
 from flows import everything_flow
 from test_diff import notification, request, result, stdio_cassette
 
-from tapes.jsonrpc import encode
-from tapes.verify import ClientScript
+from tapes.wire.jsonrpc import encode
+from tapes.analysis.verify import ClientScript
 
 NOTES_SERVER = ["python", "tests/servers/notes_server.py"]
 

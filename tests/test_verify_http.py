@@ -16,10 +16,10 @@ from processes import Process
 from test_diff import request, result
 from test_http_recorder import start_everything
 
-from tapes.cassette import Cassette, Header
-from tapes.frames import Direction, Frame, Kind
-from tapes.jsonrpc import encode
-from tapes.verify import HttpClientScript, HttpRequest
+from tapes.cassette.store import Cassette, Header
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.wire.jsonrpc import encode
+from tapes.analysis.verify import HttpClientScript, HttpRequest
 
 CASSETTE = "cassettes/everything-http-2025-11-25.tape"
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from conftest import ROOT, TAPES
 
-from tapes.cassette import Cassette, Header, load
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.view import DETAIL_LIMIT, Difference, render_comparison, render_page
+from tapes.cassette.store import Cassette, Header, load
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.render.view import DETAIL_LIMIT, Difference, render_comparison, render_page
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 EVERYTHING_STDIO = ROOT / "cassettes" / "everything-stdio-2025-11-25.tape"

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from conftest import ROOT, TAPES
 
-from tapes.cassette import Cassette, Header, load
-from tapes.frames import Direction, Frame, Kind, http_channel
-from tapes.view import Difference, render_comparison, render_page
+from tapes.cassette.store import Cassette, Header, load
+from tapes.cassette.frames import Direction, Frame, Kind, http_channel
+from tapes.render.view import Difference, render_comparison, render_page
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 TIMEOUT = 20.0  # seconds for any one DevTools reply: generous for a loaded CI machine
@@ -200,7 +200,7 @@ def test_the_stdio_cancellation_is_marked(browser: Browser, tmp_path: Path, scre
 
 def resumed_http_cassette() -> Cassette:
     """A POST stream cut by the client after event e2, resumed by a GET with Last-Event-ID: e2
-    (tapes/frames.py's HTTP conventions). Its strings also try to break out of the page."""
+    (tapes/cassette/frames.py's HTTP conventions). Its strings also try to break out of the page."""
     hostile = '</script><img src=x onerror="window.injected=1"><svg onload="window.injected=2">'
     call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": hostile, "arguments": {}, "_meta": {"progressToken": "p7"}}}

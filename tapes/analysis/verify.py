@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tapes.frames import Frame, Kind
-from tapes.jsonrpc import MessageType, classify, decode, encode, items
-from tapes.sessions import legacy_session_id
+from tapes.cassette.frames import Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.replay.sessions import legacy_session_id
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)

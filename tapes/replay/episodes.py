@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tapes.cassette import Cassette
-from tapes.engine import Action
-from tapes.frames import STDIO, Frame, Kind, http_channel
-from tapes.jsonrpc import MessageType, classify, encode, items, parse
-from tapes.sessions import SESSION_HEADER, legacy_session_id
+from tapes.cassette.store import Cassette
+from tapes.replay.engine import Action
+from tapes.cassette.frames import STDIO, Frame, Kind, http_channel
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
 
 
 WARM_UP_TIMEOUT = 30.0

@@ -1,6 +1,6 @@
 """`tapes diff`: a semantic diff of two sessions, also across protocol eras.
 
-Both cassettes become era-neutral sessions (tapes.normalize). Their steps are aligned by what
+Both cassettes become era-neutral sessions (tapes.analysis.normalize). Their steps are aligned by what
 they ask — method plus tool name, prompt name or resource URI — in order, not by position, so an
 extra request on one side does not shift everything after it. Then the report lists:
 - interactions added, removed or changed (JSON pointers into the step: request, outcome, asks,
@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from tapes.cassette import Cassette
-from tapes.matching import MISSING, Difference, differences
-from tapes.normalize import Noise, Session, Step, session
+from tapes.cassette.store import Cassette
+from tapes.replay.matching import MISSING, Difference, differences
+from tapes.analysis.normalize import Noise, Session, Step, session
 
 BREAKING = "breaking"
 COMPATIBLE = "compatible"

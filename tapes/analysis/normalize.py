@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tapes.cassette import Cassette
-from tapes.engine import header
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, items
-from tapes.matching import canonical
+from tapes.cassette.store import Cassette
+from tapes.replay.engine import header
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.replay.matching import canonical
 
 MODERN_VERSIONS = ("2026-07-28",)  # stateless: no initialize, per-request _meta envelope
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"

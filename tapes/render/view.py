@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
-from tapes.cassette import Cassette, CassetteError
-from tapes.diff import DiffReport
-from tapes.engine import Interaction, ReplayEngine, header
-from tapes.frames import STDIO, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, items
-from tapes.sessions import split_sessions
-from tapes.show import compact, describe, server_text
+from tapes.cassette.store import Cassette, CassetteError
+from tapes.analysis.diff import DiffReport
+from tapes.replay.engine import Interaction, ReplayEngine, header
+from tapes.cassette.frames import STDIO, Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.replay.sessions import split_sessions
+from tapes.render.show import compact, describe, server_text
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
@@ -77,7 +77,7 @@ def render_comparison(
 
 
 def _page(title: str, model: dict[str, Any]) -> str:
-    assets = files("tapes") / "view_assets"
+    assets = files("tapes.render") / "view_assets"
     data = json.dumps(model, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
     # A lone surrogate (legal in a JSON-RPC string) cannot be encoded as UTF-8: write it as the
     # JSON escape it came from, so the page can always be saved.

@@ -23,9 +23,9 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from tapes.cassette import Cassette
-from tapes.frames import Direction, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, items
+from tapes.cassette.store import Cassette
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, items
 
 ARROWS = {Direction.CLIENT_TO_SERVER: "C→S", Direction.SERVER_TO_CLIENT: "S→C"}
 _CHUNK = 1000  # rows per console.print: output streams, memory stays flat

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.jsonrpc import LineSplitter, decode
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.wire.jsonrpc import LineSplitter, decode
 
 
 class Stream(IntEnum):

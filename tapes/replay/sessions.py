@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
-from tapes.engine import header
-from tapes.frames import Frame, Kind
+from tapes.replay.engine import header
+from tapes.cassette.frames import Frame, Kind
 
 SESSION_HEADER = "mcp-session-id"
 LEGACY_SESSION_PARAMETERS = ("sessionId", "session_id")

@@ -24,7 +24,7 @@ import msgpack
 
 from tapes import __version__
 from tapes.errors import UserError
-from tapes.frames import Direction, Frame, Kind
+from tapes.cassette.frames import Direction, Frame, Kind
 
 FORMAT_VERSION = 1
 MAGIC = "mcp-tapes"  # first key of the header object

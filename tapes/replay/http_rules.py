@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from tapes.frames import Frame, Kind
-from tapes.jsonrpc import MessageType, classify, encode, items
+from tapes.cassette.frames import Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
 HeaderFields = Sequence[tuple[str, str]] | Sequence[list[str]]
 

@@ -3,7 +3,7 @@
 The proxy adapter only timestamps what it forwards; the writer thread hands it here: heads get
 their secrets redacted, bodies become JSON-RPC messages (a batch stays a batch), SSE bodies are
 parsed incrementally into events, and each exchange ends with a STREAM_END. Channels, info
-fields and reasons follow the HTTP conventions in `tapes.frames`.
+fields and reasons follow the HTTP conventions in `tapes.cassette.frames`.
 
 Along the way it indexes the session ids it sees (the `Mcp-Session-Id` response header, the
 `sessionId`/`session_id` of a legacy endpoint URL), for the cassette header's labels.
@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tapes.frames import Direction, Frame, Kind, http_channel
-from tapes.jsonrpc import decode
-from tapes.redact import Redactor
-from tapes.sse import SSEEvent, SSEParser, is_event_stream
+from tapes.cassette.frames import Direction, Frame, Kind, http_channel
+from tapes.wire.jsonrpc import decode
+from tapes.cassette.redact import Redactor
+from tapes.wire.sse import SSEEvent, SSEParser, is_event_stream
 
 CLOSED = "closed"
 CLIENT_DISCONNECT = "client_disconnect"

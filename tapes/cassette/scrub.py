@@ -1,7 +1,7 @@
 """Before-record hooks: a user's function that sees every frame before it is written, and may
 change it (scrub a secret, a timestamp) or drop it by returning None. Named "module:function"
 on the command line (`tapes record --before-record`), in `[tool.tapes] before-record`, or in
-the pytest marker. For placeholders that stay stable within a cassette, see tapes.redact."""
+the pytest marker. For placeholders that stay stable within a cassette, see tapes.cassette.redact."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tapes.errors import UserError
-from tapes.frames import Frame
+from tapes.cassette.frames import Frame
 
 FrameHook = Callable[[Frame], Frame | None]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tapes.jsonrpc import encode, items
+from tapes.wire.jsonrpc import encode, items
 
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie")
 # Header names that look like they carry a credential: X-Api-Key, X-Auth-Token, Api-Secret, ...

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tapes.engine import Race, ReplayEngine, Repeats
+from tapes.replay.engine import Race, ReplayEngine, Repeats
 from tapes.errors import UserError
-from tapes.frames import Frame
-from tapes.matching import Matcher, matcher_named
+from tapes.cassette.frames import Frame
+from tapes.replay.matching import Matcher, matcher_named
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tapes.cassette import CassetteError
-from tapes.frames import STDIO, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, encode, items, parse
-from tapes.matching import Matcher
+from tapes.cassette.store import CassetteError
+from tapes.cassette.frames import STDIO, Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.replay.matching import Matcher
 
 NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
 PARSE_ERROR = -32700

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tapes.jsonrpc import encode
+from tapes.wire.jsonrpc import encode
 
 
 class Direction(StrEnum):

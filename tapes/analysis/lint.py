@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tapes.cassette import Cassette
-from tapes.engine import header
-from tapes.frames import STDIO, Direction, Frame, Kind
-from tapes.jsonrpc import MessageType, classify, items
-from tapes.sessions import split_sessions
+from tapes.cassette.store import Cassette
+from tapes.replay.engine import header
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.replay.sessions import split_sessions
 
 NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}  # Mcp-Name mirrors these
 BATCH_ERA = ("2025-03-26",)  # the only revision with JSON-RPC batches

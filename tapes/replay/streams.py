@@ -16,10 +16,10 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tapes.engine import Action
+from tapes.replay.engine import Action
 from tapes.errors import UserError
-from tapes.frames import Direction, Frame, Kind
-from tapes.sse import SSEEvent, encode_event
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.wire.sse import SSEEvent, encode_event
 
 MALFORMED_EVENT = b'event: message\ndata: {"jsonrpc": "2.0", "method": \n\n'
 """What a `malformed` fault sends: an event whose data is cut-off JSON."""

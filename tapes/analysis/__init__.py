@@ -1,0 +1,1 @@
+"""Analysis of recorded sessions: normalisation, diff, lint, verify."""

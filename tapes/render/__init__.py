@@ -1,0 +1,1 @@
+"""Rendering cassettes for people: `show` (terminal) and `view` (HTML)."""

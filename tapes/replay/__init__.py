@@ -1,0 +1,1 @@
+"""Replay: the engine, the causality index, matching, sessions, streams, faults, new episodes."""

@@ -1,0 +1,1 @@
+"""The wire: JSON-RPC framing and classification, SSE, HTTP heads, protocol eras."""
