@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -33,12 +32,12 @@ from typing import Any
 
 import pytest
 
+from recorder.process import TAPES
 from tapes.cassette.store import load
 from tapes.config import Config, load_config
 from tapes.replay.control import ReplayControl
 
 RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
-TAPES = [sys.executable, "-m", "tapes"]
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
 
 
