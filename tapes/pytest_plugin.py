@@ -187,13 +187,8 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
         pytest.fail(f"cassette {path} is missing and the record mode is none (record it with "
                     "--tape-record-mode=once)", pytrace=False)
     recording = mode in ("all", "rewrite") or not path.exists()
-    if recording:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.with_name(path.name + ".probe").touch()
-            path.with_name(path.name + ".probe").unlink()
-        except OSError as error:
-            pytest.fail(f"cannot record {path}: {error.strerror or error}", pytrace=False)
+    if recording and (problem := _unwritable(path)):
+        pytest.fail(f"cannot record {path}: {problem}", pytrace=False)
     hook = asked.get("before_record") or settings.before_record
     handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
                   ["--before-record", hook] if hook else [], *_control(asked, settings),
@@ -203,6 +198,18 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
             stack.enter_context(_frozen_at_recording(path))
         yield handle
     _finish(request, handle)
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a cassette cannot be written at `path` (its folder is made if missing); None if it can."""
+    probe = path.with_name(path.name + ".probe")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def _frozen_at_recording(path: Path) -> Any:
