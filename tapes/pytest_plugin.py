@@ -45,11 +45,10 @@ import pytest
 from recorder.process import TAPES
 from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.store import load
-from tapes.config import Config, load_config
+from tapes.config import RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 
-RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", *_CONTROL_OPTIONS, "freeze_time", "fail_on_unused")
 
