@@ -96,6 +96,7 @@ class _Session:
 
     def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False) -> None:
         self.recorded_id = recorded.session_id
+        self.recorded_frames = recorded.frames
         self.replay = ReplaySession(recorded.frames, control, may_hand_over=may_hand_over, name=recorded.session_id)
         self.engine = self.replay.engine
         self.book = StreamBook()
@@ -215,7 +216,8 @@ class HttpReplayer:
             episode += frames
             session.replay.episode_recorded(len(frames))
         played = set().union(*(session.replay.played_frames for session in self._sessions))
-        replace_file(splice(self._cassette, played, episode), self.options.new_episodes.cassette)
+        replaced = {frame.seq for session in handed_over for frame in session.recorded_frames}
+        replace_file(splice(self._cassette, played, episode, replaced), self.options.new_episodes.cassette)
         return len(episode)
 
     # --- requests --------------------------------------------------------------------------

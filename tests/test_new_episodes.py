@@ -6,6 +6,7 @@ run replays the whole session offline with the answers this run got."""
 from __future__ import annotations
 
 import json
+import subprocess
 import re
 import signal
 import sys
@@ -77,8 +78,11 @@ def test_a_miss_hands_over_to_the_real_server_and_the_next_replay_has_it_all(tmp
     strict = tmp_path / "strict.json"
     assert run([*TAPES, "replay", str(cassette), "--report", str(strict)], ["a", "b"]) == direct
     summary = json.loads(strict.read_text())
-    # clean; what stays unused is the first session's index read, whose answer predates note b
-    assert summary["unmatched"] == [] and [u.split(" #")[0] for u in summary["unused"]] == ["resources/read"]
+    # clean, nothing unused: the first session's index read, whose answer predates note b, was
+    # replaced by the episode's
+    assert summary["unmatched"] == [] and summary["unused"] == []
+    lint = subprocess.run([*TAPES, "lint", str(cassette)], capture_output=True, text=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout
 
 
 def test_a_real_server_that_cannot_start_leaves_the_replay_answering_from_the_cassette(tmp_path: Path) -> None:
@@ -108,7 +112,8 @@ def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
         ([str(cassette), "--", "python", "server.py"], "neither applies without --new-episodes"),
         ([str(cassette), "--http", "--new-episodes", "--", "python"], "--new-episodes needs the real server"),
         ([str(cassette), "--upstream", "http://x/mcp"], "--upstream only applies to an HTTP replay"),
-        ([str(cassette), "--before-record", "m:f"], "--before-record only applies with --new-episodes"),
+        # the hook also scrubs live messages before matching: a replay without new episodes takes it too
+        ([str(cassette), "--before-record", "m:f"], "before-record hook 'm:f': module 'm' cannot be imported"),
     ]:
         done = subprocess.run([*TAPES, "replay", *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
         assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
@@ -199,8 +204,11 @@ def test_tapes_replay_http_new_episodes_command(tmp_path: Path) -> None:
     said = replayer.rest_of_stderr()
     assert replayer.proc.returncode == 0, said
     assert any('["a", "b"]' in str(answer) for answer in answers)
-    recorded = re.search(r"played \d+ frames, 0 unmatched, \d+ unused, (\d+) new frames recorded", said)
-    assert recorded and len(load(cassette).frames) == before + int(recorded[1]), said
+    recorded = re.search(r"played (\d+) frames, 0 unmatched, \d+ unused, (\d+) new frames recorded", said)
+    assert recorded, said
+    # the episode's frames joined the cassette, and the recorded continuation it replaced left it
+    extended = load(cassette).frames
+    assert before - int(recorded[1]) < len(extended) - int(recorded[2]) < before, said
 
 
 def test_an_upstream_that_is_down_leaves_the_http_replay_answering_from_the_cassette(tmp_path: Path) -> None:
@@ -260,7 +268,7 @@ def frame(seq: int, t: float, client: bool, kind: Kind = Kind.MESSAGE, message: 
     return Frame(seq, t, direction, STDIO, kind, message, info={"reason": "eof"} if kind is Kind.STREAM_END else None)
 
 
-def test_splice_puts_the_episode_after_what_was_played_and_before_the_rest() -> None:
+def test_splice_puts_the_episode_after_what_was_played_in_place_of_the_rest() -> None:
     old = Cassette(Header("stdio", {}), [
         frame(1, 0.0, True, message={"id": 1}), frame(2, 0.1, False, message={"id": 1}),  # played
         frame(3, 0.2, True, message={"id": 2}), frame(4, 0.3, False, message={"id": 2}),  # not played
@@ -276,7 +284,11 @@ def test_splice_puts_the_episode_after_what_was_played_and_before_the_rest() -> 
     episode = episode_frames(recording, warm)
     assert [f.message for f in episode[:2]] == [{"id": 9}, {"id": 9}]
     spliced = splice(old, {1, 2}, episode).frames
-    assert [f.seq for f in spliced] == list(range(1, 9))
-    assert [(f.message or {}).get("id", f.kind.value) for f in spliced] == [1, 1, 9, 9, 2, 2, "stream_end", "exit"]
+    assert [f.seq for f in spliced] == list(range(1, 7))
+    # the unplayed recorded continuation (id 2) is what the episode replaced: it is dropped
+    assert [(f.message or {}).get("id", f.kind.value) for f in spliced] == [1, 1, 9, 9, "stream_end", "exit"]
     assert [f.t for f in spliced[:4]] == pytest.approx([0.0, 0.1, 0.1, 0.6])  # the episode follows the played frames
-    assert spliced[4].t == pytest.approx(0.7)
+    assert spliced[4].t == pytest.approx(0.9)  # the recorded end keeps its place after the episode
+    # frames of sessions the episode does not continue stay, after it
+    kept = splice(old, {1, 2}, episode, replaced={1, 2}).frames
+    assert [(f.message or {}).get("id", f.kind.value) for f in kept] == [1, 1, 9, 9, 2, 2, "stream_end", "exit"]

@@ -17,7 +17,7 @@ from tapes.cassette.store import Cassette
 from tapes.replay.sessions import split_sessions
 from tapes.wire.eras import BATCH_ERAS, HEADER_ERAS, NAME_PARAMS, STATELESS_ERAS
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
 
 @dataclass(frozen=True)
@@ -149,15 +149,15 @@ def _check_ids(cassette: Cassette, era: str | None) -> list[Finding]:
             kind = classify(item)
             if kind is MessageType.REQUEST:
                 if item["id"] in sent[frame.direction]:
-                    found.append(Finding(frame.seq, "request-id-reuse", f"request id {item['id']!r} was already used by the {_side(frame)}"))
+                    found.append(Finding(frame.seq, "request-id-reuse", f"request id {_shown(item['id'])} was already used by the {_side(frame)}"))
                 sent[frame.direction].add(item["id"])
                 if item["method"].startswith("notifications/"):
-                    found.append(Finding(frame.seq, "notification-with-id", f"{item['method']} sent with id {item['id']!r}"))
+                    found.append(Finding(frame.seq, "notification-with-id", f"{item['method']} sent with id {_shown(item['id'])}"))
             elif kind in (MessageType.RESULT, MessageType.ERROR):
                 other = Direction.SERVER_TO_CLIENT if frame.from_client else Direction.CLIENT_TO_SERVER
                 if item["id"] not in sent[other]:
                     found.append(Finding(frame.seq, "unknown-response-id",
-                                         f"response #{item['id']!r} from the {_side(frame)} answers no request it was sent"))
+                                         f"response #{_shown(item['id'])} from the {_side(frame)} answers no request it was sent"))
     return found
 
 
@@ -292,3 +292,8 @@ def _body(item: dict[str, Any]) -> dict[str, Any]:
 
 _CHECKS = (_check_batches, _check_version_header, _check_get_streams, _check_event_ids, _check_ids,
            _check_notification_answers, _check_routing_headers, _check_progress, _check_before_initialize, _check_shapes)
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as JSON (a null id is `null`, not Python's None)."""
+    return encode(value).decode("utf-8", "replace")

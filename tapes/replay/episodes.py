@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,12 +160,15 @@ def episode_frames(recording: Cassette, warm_up: WarmUp) -> list[Frame]:
     return recording.frames[cut:]
 
 
-def splice(cassette: Cassette, played: set[int], episode: list[Frame]) -> Cassette:
+def splice(cassette: Cassette, played: set[int], episode: list[Frame], replaced: Collection[int] | None = None) -> Cassette:
     """The cassette with `episode` put in after the recorded frames this run played (`played`: their
-    seqs) and before those it did not, so that a next run, asking what this one asked, gets the
-    episode's answers to what came after the hand-over, not older unplayed ones. The recorded
-    session's end (the client's end of input and what followed) stays last; the episode's own
-    ending is left out. Frames are renumbered and the episode's times moved to follow the played ones."""
+    seqs). The unplayed frames of the sessions the episode continues (`replaced`: their seqs; None
+    for all, as on stdio) are what the recorded client did after the point where the live one went
+    another way: the episode replaces them, so they are dropped (kept, they would be reported
+    unused on every later run, and reuse the episode's request ids). Unplayed frames of other
+    sessions stay, after the episode. The recorded session's end (the client's end of input and
+    what followed) stays last; the episode's own ending is left out. Frames are renumbered and the
+    episode's times moved to follow the played ones."""
     frames = cassette.frames
     end = _client_end(frames)
     episode = episode[: _client_end(episode)]
@@ -176,7 +179,9 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame]) -> Casset
     was_played = [frame.seq in played or (frame.kind is Kind.HTTP_REQUEST and frame.channel in played_exchanges)
                   for frame in frames[:end]]
     before = [frame for frame, is_played in zip(frames, was_played) if is_played]
-    after = [frame for frame, is_played in zip(frames, was_played) if not is_played] + frames[end:]
+    kept = [frame for frame, is_played in zip(frames, was_played)
+            if not is_played and replaced is not None and frame.seq not in replaced]
+    after = kept + frames[end:]
     shift = (before[-1].t if before else 0.0) - episode[0].t
     duration = episode[-1].t - episode[0].t
     moved = [
