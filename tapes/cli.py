@@ -129,7 +129,8 @@ def record(
 @click.option("--delay", multiple=True, metavar="CHANNEL:N:SECONDS", help="Wait before sending event N.")
 @click.option("--malformed", multiple=True, metavar="CHANNEL:N", help="Send a malformed event after event N.")
 @click.option("--session-404", "missing_sessions", multiple=True, metavar="ID", help="Answer 404 to this session.")
-@click.option("--match", metavar="NAME", help="Matcher: default, exact, method, params-subset.")
+@click.option("--match", metavar="NAME", help="Matcher: default, exact, method, params-subset, or a predicate "
+              "(recorded, live) -> bool named module:function or path/to/file.py:function.")
 @click.option("--ignore", multiple=True, metavar="POINTER", help="Also ignore this JSON pointer in params (/a/b).")
 @click.option("--race", type=click.Choice([r.value for r in Race]), help="Who wins a cancellation race.")
 @click.option("--repeats", type=click.Choice([r.value for r in Repeats]), help="What repeated requests get.")

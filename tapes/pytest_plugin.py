@@ -48,6 +48,7 @@ from tapes.cassette.store import load
 from tapes.config import RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
+from tapes.replay.matching import portable_matcher_name
 
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", *_CONTROL_OPTIONS, "freeze_time", "fail_on_unused")
@@ -150,6 +151,10 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
     flags = []
     for name in ("match", "race", "repeats", "timing"):
         flags += [f"--{name}", str(values[name])]
+    try:  # a stdio replay runs in a process of its own: a matcher registered here goes by its file
+        flags[1] = portable_matcher_name(flags[1])
+    except UserError as error:
+        pytest.fail(f"tape marker: {error}", pytrace=False)
     for pointer in values["ignore"]:
         flags += ["--ignore", pointer]
     if hook:

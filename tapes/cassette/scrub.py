@@ -6,9 +6,13 @@ the pytest marker. For placeholders that stay stable within a cassette, see tape
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from tapes.cassette.frames import Frame
 from tapes.errors import UserError
@@ -17,21 +21,49 @@ FrameHook = Callable[[Frame], Frame | None]
 
 
 def load_hook(spec: str) -> FrameHook:
-    """The function named by "module:function" (modules are also looked up in the current folder)."""
-    module_name, colon, function_name = spec.partition(":")
+    return load_function(spec, "before-record hook")
+
+
+def load_function(spec: str, what: str) -> Callable[..., Any]:
+    """The user's function named by "module:function" (modules are also looked up in the current
+    folder) or "path/to/file.py:function"; `what` names it in errors."""
+    module_name, colon, function_name = spec.rpartition(":")
     if not colon or not module_name or not function_name:
-        raise UserError(f"before-record hook {spec!r} is not module:function")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
+        raise UserError(f"{what} {spec!r} is not module:function")
     try:
-        hook = getattr(importlib.import_module(module_name), function_name)
-    except ImportError as error:
-        raise UserError(f"before-record hook {spec!r}: module {module_name!r} cannot be imported ({error})") from None
+        if module_name.endswith(".py"):
+            module = _module_from_file(Path(module_name))
+        else:
+            if str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(module_name)
+        function = getattr(module, function_name)
+    except (ImportError, OSError, SyntaxError) as error:
+        raise UserError(f"{what} {spec!r}: module {module_name!r} cannot be imported ({error})") from None
     except AttributeError:
-        raise UserError(f"before-record hook {spec!r}: {module_name} has no {function_name!r}") from None
-    if not callable(hook):
-        raise UserError(f"before-record hook {spec!r} is not a function")
-    return hook
+        raise UserError(f"{what} {spec!r}: {module_name} has no {function_name!r}") from None
+    if not callable(function):
+        raise UserError(f"{what} {spec!r} is not a function")
+    return function
+
+
+def function_spec(function: Callable[..., Any], what: str) -> str:
+    """How another process loads `function` again: "path/to/file.py:name" (a module-level function)."""
+    name = getattr(function, "__qualname__", "")
+    source = inspect.getsourcefile(function) if inspect.isfunction(function) else None
+    if not source or not name.isidentifier():
+        raise UserError(f"{what} {name or function!r} must be a module-level function: a replay in a process of "
+                        "its own loads it again from its file")
+    return f"{source}:{name}"
+
+
+def _module_from_file(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"tapes_user_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def hook_label(hook: FrameHook) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tapes.cassette.scrub import function_spec, load_function
 from tapes.errors import UserError
 from tapes.wire.pointer import REMOVED, escape, tokens, without
 
@@ -177,15 +178,30 @@ _MATCHERS: dict[str, Callable[[Iterable[str]], Matcher]] = {
 }
 
 
+_REGISTERED: dict[str, Callable[[dict[str, Any], dict[str, Any]], bool]] = {}
+
+
 def register_matcher(name: str, predicate: Callable[[dict[str, Any], dict[str, Any]], bool]) -> None:
     """Make `predicate(recorded_request, live_request) -> bool` selectable by `name` (requests
     with the same method are offered to it, in recorded order)."""
+    _REGISTERED[name] = predicate
     _MATCHERS[name] = lambda ignore: CallableMatcher(name, predicate, ignore)
 
 
 def matcher_named(name: str, ignore: Iterable[str] = ()) -> Matcher:
+    """A built-in or registered matcher by name, or a predicate named "module:function" or
+    "path/to/file.py:function" (how a replay in a process of its own gets a registered one)."""
+    if ":" in name and name not in _MATCHERS:
+        return CallableMatcher(name, load_function(name, "matcher"), ignore)
     try:
         factory = _MATCHERS[name]
     except KeyError:
-        raise UserError(f"there is no matcher named {name!r} (known: {', '.join(sorted(_MATCHERS))})") from None
+        raise UserError(f"there is no matcher named {name!r} (known: {', '.join(sorted(_MATCHERS))}, "
+                        "or a module:function predicate)") from None
     return factory(ignore)
+
+
+def portable_matcher_name(name: str) -> str:
+    """The name another process knows the matcher by: a registered predicate as "file.py:function"."""
+    predicate = _REGISTERED.get(name)
+    return name if predicate is None else function_spec(predicate, f"matcher {name!r}")

@@ -130,3 +130,24 @@ def test_it(tape_server):
     result = run(pytester, source, "--tape-record-mode=none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*was recorded over HTTP: use the tape_url fixture*"])
+
+
+def test_a_matcher_registered_in_conftest_works_for_a_stdio_replay(pytester: pytest.Pytester) -> None:
+    # the stdio replayer is a process of its own: the plugin names the predicate by its file
+    pytester.makeconftest('''
+import tapes
+
+def same_city_any_case(recorded, live):
+    city = lambda request: str(((request.get("params") or {}).get("arguments") or {}).get("city", "")).lower()
+    return city(recorded) == city(live)
+
+tapes.register_matcher("any-case", same_city_any_case)
+''')
+    source = f'''
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, match="any-case")
+def test_forecast(tape_server, tape):
+    first, _ = anyio.run(forecast_twice, tape_server, "Paris" if tape.recording else "PARIS")
+    assert first.startswith("Paris")
+'''
+    run(pytester, source, "--tape-record-mode=once").assert_outcomes(passed=1)
+    run(pytester, source, "--tape-record-mode=none").assert_outcomes(passed=1)
