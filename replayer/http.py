@@ -362,14 +362,16 @@ class HttpReplayer:
         if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
             events = self._events(session, cursor, request, made_up)
-            if log.ended and not _held_open(log) and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
+            if _all_at_once(log) and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
                 return Response(b"".join([chunk async for chunk in events]), status, headers=dict(headers))
             return _Stream(events, status, headers, on_close)
         while not log.ended and not session.closing:
             await session.changed()
-        if wait := self.options.control.delay(sum(d.action.gap for d in log.body[cursor.position :])):
-            await asyncio.sleep(wait)  # --timing: the body comes when the recorded one came
+        if wait := sum(self.options.control.delay(d.action.gap) + d.action.hold for d in log.body[cursor.position :]):
+            await asyncio.sleep(wait)  # --timing, or a delay fault: the body comes when the recorded one came
+        if _cut(log):  # a drop fault: the head goes out, then the connection
+            return _Stream(_dropped(), info.get("status", 200), headers)
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)
         if made_up:
             body = _with_replies(body, made_up)
@@ -400,7 +402,8 @@ class HttpReplayer:
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload
                 continue
-            if delay := self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap):
+            if delay := (self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap)
+                         + delivery.action.hold):
                 await asyncio.sleep(delay)
             yield self._event_bytes(delivery.action, request)
             if self._faults.malformed_after(channel, delivery.event):
@@ -465,9 +468,25 @@ async def _body(request: Request, limit: int) -> bytes | Response:
     return b"".join(chunks)
 
 
-def _held_open(log: ChannelLog) -> bool:
-    """Whether the recorded stream ended with its client going away: the replay holds it open."""
-    return (log.body[-1].action.frame.info or {}).get("reason") == "client_disconnect"
+def _end_reason(log: ChannelLog) -> str | None:
+    return (log.body[-1].action.frame.info or {}).get("reason") if log.ended else None
+
+
+def _cut(log: ChannelLog) -> bool:
+    """Whether the stream ends with the connection cut (a recorded upstream failure, a drop fault)."""
+    return _end_reason(log) == "upstream_error"
+
+
+def _all_at_once(log: ChannelLog) -> bool:
+    """Whether a released SSE stream can be written in one go: it has ended, neither held open
+    (its recorded client went away: the replay holds it open) nor cut, and nothing is held back."""
+    return log.ended and _end_reason(log) not in ("client_disconnect", "upstream_error") and not any(
+        delivery.action.hold for delivery in log.body)
+
+
+async def _dropped() -> AsyncIterator[bytes]:
+    raise _Drop
+    yield b""  # an async generator that cuts the connection at once
 
 
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:

@@ -83,11 +83,15 @@ class ReplayTransport:
         for reply in reception.replies:
             await to_client.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(reply.message)))
         for action in reception.actions:
-            if delay := self.control.delay(action.gap):
+            if delay := self.control.delay(action.gap) + action.hold:
                 await anyio.sleep(delay)
             frame = action.frame
             if frame.kind is Kind.MESSAGE:
-                parsed = types.jsonrpc_message_adapter.validate_json(action.payload, by_name=False)
+                try:
+                    parsed = types.jsonrpc_message_adapter.validate_json(action.payload, by_name=False)
+                except ValueError as error:  # a malformed fault, or a recorded line that is no message
+                    await to_client.send(error)
+                    continue
                 await to_client.send(SessionMessage(parsed))
             elif frame.kind is Kind.RAW:
                 await to_client.send(ValueError(f"the recorded server wrote a line that is not JSON-RPC: {action.payload[:80]!r}"))

@@ -56,7 +56,7 @@ class _Server:
         for reply in reception.replies:
             self._stdout(reply.payload + b"\n")
         for action in reception.actions:
-            if delay := self.control.delay(action.gap):
+            if delay := self.control.delay(action.gap) + action.hold:
                 time.sleep(delay)
             frame = action.frame
             if frame.kind in (Kind.MESSAGE, Kind.RAW):

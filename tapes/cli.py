@@ -135,6 +135,9 @@ def record(
 @click.option("--race", type=click.Choice([r.value for r in Race]), help="Who wins a cancellation race.")
 @click.option("--repeats", type=click.Choice([r.value for r in Repeats]), help="What repeated requests get.")
 @click.option("--timing", metavar="instant|recorded|FACTOR", help="Wait the recorded gaps (scaled by FACTOR).")
+@click.option("--fault", "faults", multiple=True, metavar="TARGET:ACTION[:ARGS]",
+              help="In place of a request's recorded answer: error:CODE:MESSAGE, delay:SECONDS, hang, malformed or "
+              "drop; TARGET is METHOD[@NAME][#N] (e.g. 'tools/call@get_forecast#2:error:-32000:rate limited').")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary as JSON.")
 @click.option("--new-episodes", is_flag=True, help="On the first miss, hand the session to the real server "
               "(-- COMMAND, or --upstream URL with --http) and add what it says to the cassette.")
@@ -161,6 +164,7 @@ def replay(
     race: str | None,
     repeats: str | None,
     timing: str | None,
+    faults: tuple[str, ...],
     report_path: Path | None,
     new_episodes: bool,
     upstream: str | None,
@@ -188,6 +192,7 @@ def replay(
     given = {"match": match, "race": race, "repeats": repeats, "timing": timing}
     settings.update({name: value for name, value in given.items() if value is not None})
     settings["ignore"] = (*settings["ignore"], *ignore)
+    settings["faults"] = (*settings["faults"], *faults)
     control = ReplayControl.build(**settings, before_record=before_record or config.before_record)
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}

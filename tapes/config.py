@@ -23,11 +23,12 @@ class Config:
     repeats: str = "in-order"
     timing: str = "instant"
     before_record: str | None = None  # "module:function" applied to every frame before it is written
+    faults: tuple[str, ...] = ()  # JSON-RPC level faults for every replay (tapes.replay.faults)
     source: Path | None = field(default=None, compare=False)  # the pyproject.toml it came from
 
     def control_settings(self) -> dict[str, Any]:
         return {"match": self.match, "ignore": self.ignore, "race": self.race, "repeats": self.repeats,
-                "timing": self.timing}
+                "timing": self.timing, "faults": self.faults}
 
 
 def load_config(start: Path | None = None) -> Config:
@@ -54,5 +55,5 @@ def _from_table(table: dict[str, Any], source: Path) -> Config:
         name = known.get(key) or (key if key in known.values() else None)
         if name is None:
             raise UserError(f"{source}: [tool.tapes] has no setting {key!r} (known: {', '.join(sorted(known))})")
-        values[name] = tuple(value) if name == "ignore" else value
+        values[name] = tuple(value) if name in ("ignore", "faults") else value
     return Config(**values, source=source)

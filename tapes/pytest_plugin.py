@@ -50,7 +50,7 @@ from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.matching import portable_matcher_name
 
-_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
+_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing", "faults")
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", *_CONTROL_OPTIONS, "freeze_time", "fail_on_unused")
 
 
@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "tape(path=None, *, server=None, upstream=None, before_record=None, match=None, ignore=(), race=None, repeats=None, timing=None, "
-        "freeze_time=False, fail_on_unused=False): replay (or record) an MCP session from a cassette",
+        "faults=(), freeze_time=False, fail_on_unused=False): replay (or record) an MCP session from a cassette",
     )
 
 
@@ -142,6 +142,7 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
     values = settings.control_settings()
     values.update({name: asked[name] for name in _CONTROL_OPTIONS if asked.get(name) is not None})
     values["ignore"] = (*settings.ignore, *asked.get("ignore", ()))
+    values["faults"] = (*settings.faults, *asked.get("faults", ()))
     hook = asked.get("before_record") or settings.before_record
     try:
         # a bad name fails here, in the test's setup, not in the replayer
@@ -157,6 +158,8 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
         pytest.fail(f"tape marker: {error}", pytrace=False)
     for pointer in values["ignore"]:
         flags += ["--ignore", pointer]
+    for fault in values["faults"]:
+        flags += ["--fault", fault]
     if hook:
         flags += ["--before-record", hook]
     return control, flags
@@ -183,7 +186,7 @@ def _merged(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> tuple[s
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 pytest.fail(f"tape marker: unknown argument {name!r}{hint}; it takes {', '.join(MARKER_ARGUMENTS)}",
                             pytrace=False)
-            asked[name] = (*asked.get("ignore", ()), *value) if name == "ignore" else value
+            asked[name] = (*asked.get(name, ()), *value) if name in ("ignore", "faults") else value
     return path, asked
 
 
@@ -253,6 +256,7 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
     problems = [f"unmatched {miss['summary']}: {miss['reason']}" for miss in report["unmatched"]]
     if handle.fail_on_unused:
         problems += [f"unused {request}" for request in report["unused"]]
+        problems += [f"fault never fired: {spec}" for spec in report.get("unfired_faults", ())]
     if problems:
         pytest.fail(f"replay of {handle.path} did not go as recorded:\n  " + "\n  ".join(problems), pytrace=False)
 

@@ -71,6 +71,8 @@ def test_a_miss_hands_over_to_the_real_server_and_the_next_replay_has_it_all(tmp
     assert "handing the session over" in said and "requestState rejected" not in said
     summary = json.loads(report.read_text())
     assert summary["unmatched"] == [] and summary["recorded"] > 0
+    # the recorded index read the episode took the place of is replaced, not unused
+    assert summary["unused"] == [] and summary["replaced"] == ["resources/read #6 (frame 11)"], said
 
     extended = load(cassette)
     assert len(extended.frames) > len(recorded.frames) and not list(tmp_path.glob("*.episode"))

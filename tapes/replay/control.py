@@ -13,6 +13,7 @@ from tapes.cassette.scrub import FrameHook, load_hook
 from tapes.cassette.store import Header
 from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats, ReplayEngine
+from tapes.replay.faults import FaultPlan
 from tapes.replay.matching import Matcher, matcher_named
 
 
@@ -25,6 +26,7 @@ class ReplayControl:
     # The before-record hook the cassette was scrubbed with: live messages pass through it before
     # they are matched, so a scrubbed recording still matches the unscrubbed live session.
     scrub: FrameHook | None = None
+    faults: tuple[str, ...] = ()  # JSON-RPC level faults (tapes.replay.faults), as the user wrote them
 
     def engine(self, frames: Sequence[Frame], *, remember_played: bool = False) -> ReplayEngine:
         return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played)
@@ -50,10 +52,13 @@ class ReplayControl:
         repeats: str = Repeats.IN_ORDER.value,
         timing: str = "instant",
         before_record: str | None = None,
+        faults: Iterable[str] = (),
     ) -> ReplayControl:
         """From user-given names; a bad one is a UserError naming the choices."""
+        faults = tuple(faults)
+        FaultPlan.parse(faults)  # a bad fault is refused here, before anything is served
         return cls(matcher_named(match, ignore), _choice(Race, race, "race"), _choice(Repeats, repeats, "repeats"),
-                   parse_timing(timing), load_hook(before_record) if before_record else None)
+                   parse_timing(timing), load_hook(before_record) if before_record else None, faults)
 
 
 Choice = TypeVar("Choice", Race, Repeats)

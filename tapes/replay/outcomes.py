@@ -20,6 +20,7 @@ class Action:
     frame: Frame
     payload: bytes
     gap: float = 0.0  # recorded seconds between what released this frame (or the frame before it) and it
+    hold: float = 0.0  # seconds to wait before it whatever the timing (a delay fault)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,8 @@ class Report:
     unmatched: list[Unmatched] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)  # recorded client requests never received
     recorded: int = 0  # frames a new episode added to the cassette (record mode new_episodes)
+    replaced: list[str] = field(default_factory=list)  # recorded requests the new episode superseded
+    unfired_faults: list[str] = field(default_factory=list)  # --fault specs whose request never came
 
     @property
     def clean(self) -> bool:
@@ -83,6 +86,8 @@ class Report:
             "unmatched": [{"summary": miss.summary, "reason": miss.reason} for miss in self.unmatched],
             "unused": self.unused,
             "recorded": self.recorded,
+            "replaced": self.replaced,
+            "unfired_faults": self.unfired_faults,
         }
 
     def lines(self) -> list[str]:
@@ -92,10 +97,13 @@ class Report:
             counts += f", {self.repeated} repeated"
         if self.recorded:
             counts += f", {self.recorded} new frames recorded from the real server"
+        if self.replaced:
+            counts += f", replacing {len(self.replaced)} recorded request{'' if len(self.replaced) == 1 else 's'}"
         return (
             [counts]
             + [f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched]
             + [f"unused {request}" for request in self.unused]
+            + [f"fault never fired: {spec}" for spec in self.unfired_faults]
         )
 
     def merge(self, other: Report) -> None:
@@ -104,3 +112,5 @@ class Report:
         self.recorded += other.recorded
         self.unmatched += other.unmatched
         self.unused += other.unused
+        self.replaced += other.replaced
+        self.unfired_faults += other.unfired_faults

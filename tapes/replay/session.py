@@ -14,6 +14,7 @@ An adapter (stdio, HTTP, in-memory, ...) only moves bytes:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,9 +22,10 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.scrub import FrameHook
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
-from tapes.replay.outcomes import Reception, Report
+from tapes.replay.faults import MALFORMED, Fault, FaultAction, FaultPlan
+from tapes.replay.outcomes import Action, Reception, Report
 from tapes.wire.http import HeaderFields
-from tapes.wire.jsonrpc import encode, items, parse
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
 
 _UNPARSED = object()
 
@@ -34,6 +36,9 @@ class ReplaySession:
         self.name = name  # the recorded session's id, when a cassette holds several
         self.engine: ReplayEngine = control.engine(frames, remember_played=may_hand_over)
         self._scrub = control.scrub
+        self._faults = FaultPlan.parse(control.faults)
+        self._faulted: dict[Any, Fault] = {}  # live request id -> the fault that takes its answer
+        self._hung: set[str] = set()  # HTTP channels a hang fault holds: nothing more goes out on them
         self.may_hand_over = may_hand_over
         # With new episodes, what a warm-up needs: the live messages so far (with their HTTP
         # headers, none on stdio) and the JSON-RPC messages the replay sent meanwhile.
@@ -48,6 +53,12 @@ class ReplaySession:
     def receive(self, payload: bytes, message: Any = _UNPARSED, headers: HeaderFields = ()) -> Reception:
         if self._scrub is not None:
             payload, message = scrubbed_live(payload, self._scrub)
+        if self._faults.faults:
+            if message is _UNPARSED:
+                message = parse(payload)
+            for item in items(message) if message is not None else ():
+                if classify(item) is MessageType.REQUEST and (fault := self._faults.for_request(item)) is not None:
+                    self._faulted[item["id"]] = fault
         reception = self.engine.receive(payload) if message is _UNPARSED else self.engine.receive(payload, message)
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
@@ -73,17 +84,67 @@ class ReplaySession:
 
     @property
     def report(self) -> Report:
-        return self.engine.report
+        report = self.engine.report
+        report.unfired_faults = self._faults.unfired()
+        if report.recorded:  # the new episode took the place of what the recording had left
+            report.replaced, report.unused = report.unused, []
+        return report
 
     @property
     def played_frames(self) -> set[int]:
         return self.engine.played_frames or set()
 
     def _noted(self, reception: Reception) -> Reception:
+        if self._faulted or self._hung:
+            reception = dataclasses.replace(reception, actions=self._with_faults(reception.actions))
         if self.may_hand_over:
             self.replayed += [reply.payload for reply in reception.replies]
             self.replayed += [action.payload for action in reception.actions if action.frame.message is not None]
         return reception
+
+
+    def _with_faults(self, actions: list[Action]) -> list[Action]:
+        """The released actions with each faulted request's answer changed as its fault says."""
+        out: list[Action] = []
+        for action in actions:
+            frame = action.frame
+            if frame.channel in self._hung:
+                continue
+            answered = _answered_id(action)
+            fault = self._faulted.pop(answered, None) if answered is not _NO_ID else None
+            if fault is None:
+                out.append(action)
+            elif fault.action is FaultAction.ERROR:
+                error = {"jsonrpc": "2.0", "id": answered, "error": {"code": fault.code, "message": fault.message}}
+                out.append(dataclasses.replace(action, frame=dataclasses.replace(frame, message=error, data=None),
+                                               payload=encode(error)))
+            elif fault.action is FaultAction.DELAY:
+                out.append(dataclasses.replace(action, hold=action.hold + fault.seconds))
+            elif fault.action is FaultAction.MALFORMED:
+                out.append(dataclasses.replace(action, payload=MALFORMED))
+            elif fault.action is FaultAction.HANG:
+                if frame.channel != STDIO:
+                    self._hung.add(frame.channel)  # its stream stays open, with nothing more on it
+            else:  # DROP: the connection goes where the answer would have gone
+                cut = Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.STREAM_END,
+                            info={"reason": "upstream_error", "detail": f"fault {fault.spec}"})
+                out.append(Action(cut, b""))
+                if frame.channel == STDIO:
+                    out.append(Action(dataclasses.replace(cut, kind=Kind.EXIT, info={"code": 1, "signal": None}), b""))
+        return out
+
+
+_NO_ID = object()
+
+
+def _answered_id(action: Action) -> Any:
+    """The live id the single JSON-RPC response an action sends answers (_NO_ID for anything else)."""
+    if not isinstance(action.frame.message, dict):
+        return _NO_ID
+    message = parse(action.payload)  # restamped: the live id
+    if isinstance(message, dict) and classify(message) in (MessageType.RESULT, MessageType.ERROR):
+        return message.get("id")
+    return _NO_ID
 
 
 def scrubbed_live(payload: bytes, hook: FrameHook) -> tuple[bytes, Any]:
