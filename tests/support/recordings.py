@@ -34,7 +34,9 @@ def recording(*exchange: tuple[str, Any]) -> list[Frame]:
 
 
 def send(engine: ReplayEngine, message: Any) -> list[Any]:
-    return [json.loads(action.payload) for action in engine.receive(json.dumps(message).encode()).actions]
+    """What the engine sends back: its made-up replies, then the recorded frames released."""
+    reception = engine.receive(json.dumps(message).encode())
+    return [json.loads(out.payload) for out in [*reception.replies, *reception.actions]]
 
 
 class Recording:

@@ -16,7 +16,7 @@ from mcp import Client
 from replayer.http import replay_server
 from tapes.cassette.store import Cassette, Header
 from tapes.cassette.frames import Direction, Kind
-from tapes.replay.engine import NO_MATCH
+from tapes.replay.outcomes import NO_MATCH
 from tapes.replay.http_rules import HEADER_MISMATCH
 
 from tests.support import flows

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 from tapes.cassette.frames import Frame
-from tapes.replay.engine import NO_MATCH, PARSE_ERROR, ReplayEngine
+from tapes.replay.engine import ReplayEngine
+from tapes.replay.outcomes import NO_MATCH
+from tapes.wire.jsonrpc import PARSE_ERROR
 
 from tests.support.messages import note, progress, req, res
 from tests.support.recordings import recording, send
@@ -125,7 +127,7 @@ def test_garbage_from_the_client_gets_a_parse_error_unless_it_was_recorded() -> 
     frames = recording(("c", b"not json"), ("s", b"also not json"))
     engine = ReplayEngine(frames)
     assert [a.payload for a in engine.receive(b"not json").actions] == [b"also not json"]
-    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken").actions]
+    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken").replies]
     assert error["error"]["code"] == PARSE_ERROR and error["id"] is None
 
 

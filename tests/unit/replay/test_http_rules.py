@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tapes.replay.http_rules import endpoint_for_replay, header_mismatch, origin_allowed, replayed_headers, version_problem
+from tapes.replay.http_rules import header_mismatch, origin_allowed, replayed_headers, version_problem
+from tapes.wire.http import moved_to_origin
 
 from tests.support.messages import req
 
@@ -62,7 +63,7 @@ def test_replayed_headers_leave_out_the_recorded_connection() -> None:
 
 
 def test_legacy_endpoint_points_at_the_replayer() -> None:
-    assert endpoint_for_replay("/message?sessionId=a", "http://up:1/sse", "http://127.0.0.1:9") == "/message?sessionId=a"
-    assert endpoint_for_replay("http://up:1/messages/?session_id=a", "http://up:1/sse", "http://127.0.0.1:9") == (
+    assert moved_to_origin("/message?sessionId=a", "http://up:1/sse", "http://127.0.0.1:9") == "/message?sessionId=a"
+    assert moved_to_origin("http://up:1/messages/?session_id=a", "http://up:1/sse", "http://127.0.0.1:9") == (
         "http://127.0.0.1:9/messages/?session_id=a")
-    assert endpoint_for_replay("http://other/m", "http://up:1/sse", "http://127.0.0.1:9") == "http://other/m"
+    assert moved_to_origin("http://other/m", "http://up:1/sse", "http://127.0.0.1:9") == "http://other/m"
