@@ -140,7 +140,7 @@ def modern(request_id: Any, method: str, params: dict[str, Any]) -> dict[str, An
 def discover() -> list[tuple[str, Any]]:
     return [("c", modern(1, "server/discover", {})),
             ("s", res(1, {"capabilities": {"tools": {}}, "supportedVersions": ["2026-07-28"], "resultType": "complete",
-                             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv", "version": "1"}}}))]
+                          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv", "version": "1"}}}))]
 
 
 def test_resource_not_found_and_subscriptions_fold_across_eras() -> None:
@@ -169,7 +169,7 @@ def test_a_changed_sampling_answer_is_a_difference_even_across_eras() -> None:
     state = {"requestState": "opaque"}
     new = stdio_cassette(*discover(), ("c", modern(2, "tools/call", {"name": "ask", "arguments": {}})),
                          ("s", res(2, {"resultType": "input_required", **state,
-                                          "inputRequests": {"k": {"method": "sampling/createMessage", "params": ask}}})),
+                                       "inputRequests": {"k": {"method": "sampling/createMessage", "params": ask}}})),
                          ("c", modern(3, "tools/call", {"name": "ask", "arguments": {}, **state, "inputResponses": {
                              "k": {"role": "assistant", "content": {"type": "text", "text": "B"}, "model": "m"}}})),
                          ("s", res(3, {"content": [], "resultType": "complete"})))

@@ -39,7 +39,7 @@ def test_a_retry_carries_the_live_request_state_even_when_captured_before_its_re
     retry = req(2, "tools/call", {"name": "ask", "requestState": "recorded", "inputResponses": {"k": {}}})
     script = ClientScript(stdio_cassette(("c", req(1, "tools/call", {"name": "ask"})), ("c", retry),
                                          ("s", res(1, {"resultType": "input_required", "requestState": "recorded",
-                                                          "inputRequests": {"k": {"method": "roots/list"}}}))).frames)
+                                                       "inputRequests": {"k": {"method": "roots/list"}}}))).frames)
     assert len(script.ready()) == 1 and script.waiting_for == [("response", 1)]
     script.receive(encode(res(1, {"resultType": "input_required", "requestState": "live", "inputRequests": {}})))
     assert sent(script.ready())[0]["params"]["requestState"] == "live"
