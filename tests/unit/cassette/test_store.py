@@ -126,7 +126,8 @@ _FRAMES = st.lists(
 )
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# No deadline: every example writes and flushes files, so a loaded machine's disk, not the code, sets the pace.
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(frames=_FRAMES, labels=st.dictionaries(st.text(), st.text(), max_size=3))
 def test_msgpack_to_jsonl_to_msgpack_is_lossless(tmp_path: Path, frames: list[Frame], labels: dict[str, str]) -> None:
     header = dataclasses.replace(EVERY_KIND_HEADER, labels=labels)
