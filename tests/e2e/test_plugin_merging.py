@@ -6,12 +6,12 @@ under test is the official SDK client against the bundled weather server."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
+from tests.support.paths import CASSETTES
+
+WEATHER = [sys.executable, str(CASSETTES / "example" / "weather_server.py")]
 
 CLIENT = '''
 import anyio, pytest
@@ -121,7 +121,7 @@ def test_remote(tape_url):
 
 
 def test_an_http_cassette_with_the_stdio_fixture_says_which_fixture_to_use(pytester: pytest.Pytester) -> None:
-    http_cassette = ROOT / "cassettes" / "everything-http-2025-11-25.tape"
+    http_cassette = CASSETTES / "everything-http-2025-11-25.tape"
     source = f'''
 @pytest.mark.tape({str(http_cassette)!r})
 def test_it(tape_server):

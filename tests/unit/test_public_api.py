@@ -1,10 +1,8 @@
 """The public API in `tapes/__init__.py`: what the README's Python examples use, loaded lazily."""
 
-from pathlib import Path
-
 import tapes
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import CASSETTES
 
 
 def test_every_public_name_resolves_and_is_listed() -> None:
@@ -14,7 +12,7 @@ def test_every_public_name_resolves_and_is_listed() -> None:
 
 
 def test_a_cassette_loads_through_the_public_api() -> None:
-    cassette = tapes.load(ROOT / "cassettes" / "everything-stdio-2025-11-25.tape")
+    cassette = tapes.load(CASSETTES / "everything-stdio-2025-11-25.tape")
     assert cassette.frames and all(isinstance(frame, tapes.Frame) for frame in cassette.frames)
     assert {frame.kind for frame in cassette.frames} >= {tapes.Kind.MESSAGE}
 

@@ -1,0 +1,1 @@
+"""The test suite: unit/ (sans-IO, seconds), e2e/ (real peers and processes), support/ (shared helpers)."""

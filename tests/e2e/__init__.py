@@ -1,0 +1,1 @@
+"""End-to-end tests: real peers (the MCP SDKs, server-everything, Chromium) and real processes."""

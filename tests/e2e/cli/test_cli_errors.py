@@ -1,0 +1,14 @@
+"""User mistakes on the command line: one sentence on stderr, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.support.paths import CASSETTES, TAPES
+
+
+def test_replaying_an_http_cassette_on_stdio_says_to_add_http() -> None:
+    run = subprocess.run([*TAPES, "replay", str(CASSETTES / "everything-http-2025-11-25.tape")],
+                         input=b"", capture_output=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert b"was recorded over HTTP: replay it with --http" in run.stderr and b"Traceback" not in run.stderr

@@ -1,0 +1,43 @@
+"""`tapes export` and `tapes import` as commands: a lossless round trip, and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tapes.cassette.store import load
+
+from tests.support.paths import TAPES
+from tests.support.samples import EVERY_KIND, write_cassette
+
+
+def _tapes(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TAPES, *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_export_import_round_trip(tmp_path: Path) -> None:
+    original = write_cassette(tmp_path / "a.tape", EVERY_KIND)
+    exported = _tapes("export", tmp_path / "a.tape", "-o", tmp_path / "a.jsonl")
+    assert (exported.returncode, exported.stderr) == (0, "")
+    assert load(tmp_path / "a.jsonl").frames == EVERY_KIND
+    imported = _tapes("import", tmp_path / "a.jsonl", "-o", tmp_path / "b.tape")
+    assert (imported.returncode, imported.stderr) == (0, "")
+    assert (tmp_path / "b.tape").read_bytes() == original
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "unwritable output"])
+def test_cli_error_is_one_line_without_traceback(tmp_path: Path, damage: str) -> None:
+    source, output = tmp_path / "a.tape", tmp_path / "a.jsonl"
+    if damage == "corrupt":
+        source.write_bytes(write_cassette(source, EVERY_KIND[:2]) + b"\xc1" + b"\x00" * 10)
+    elif damage == "unwritable output":
+        write_cassette(source, EVERY_KIND[:2])
+        output = tmp_path / "no-such-dir" / "a.jsonl"
+    result = _tapes("export", source, "-o", output)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("tapes: error: ")
+    assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n")
+    assert "Traceback" not in result.stderr

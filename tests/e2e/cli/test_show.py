@@ -1,0 +1,29 @@
+"""`tapes show` as a command: the timeline within the asked width, and a missing cassette in one line."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tapes.cassette.store import Cassette, save
+
+from tests.support.paths import TAPES
+from tests.support.samples import TIMELINE_FRAMES, TIMELINE_HEADER
+
+
+def test_cli_show(tmp_path: Path) -> None:
+    save(Cassette(TIMELINE_HEADER, TIMELINE_FRAMES), tmp_path / "a.tape")
+    result = subprocess.run(
+        [*TAPES, "show", str(tmp_path / "a.tape"), "--width", "100"], capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "protocol     2025-06-18" in result.stdout
+    assert "request tools/call #4" in result.stdout
+    assert "error #\"x7\" -32601" in result.stdout
+    assert all(len(line) <= 100 for line in result.stdout.splitlines())
+
+
+def test_cli_show_of_a_missing_cassette(tmp_path: Path) -> None:
+    result = subprocess.run([*TAPES, "show", str(tmp_path / "none.tape")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == f"tapes: error: {tmp_path / 'none.tape'}: no such cassette file\n"

@@ -1,0 +1,142 @@
+"""Replay controls reach the HTTP replayer too: the same engine, steered the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, MCPError
+
+from tapes.cassette.frames import Kind
+
+from replayer.http import ReplayOptions, replay_server
+from tapes.replay.control import ReplayControl
+
+from tests.support import flows
+from tests.support.flows import Observer
+from tests.support.http_cassettes import calling
+from tests.support.http_clients import echo_twice
+from tests.support.http_peers import assert_clean, record_session
+from tests.support.paths import CASSETTES
+from tests.support.processes import TIMEOUT
+
+CASSETTE = CASSETTES / "everything-http-2025-11-25.tape"
+
+
+def test_repeats_policy_applies_over_http() -> None:
+    with replay_server(CASSETTE) as server:
+        in_order = anyio.run(echo_twice, server.url)
+    assert in_order[0] == "Echo: hello" and in_order[1].startswith("error: mcp-tapes: no recorded request matches")
+    allowing = ReplayOptions(control=ReplayControl.build(repeats="allow"))
+    with replay_server(CASSETTE, options=allowing) as server:
+        assert anyio.run(echo_twice, server.url) == ["Echo: hello", "Echo: hello"]
+
+
+def test_a_legacy_client_gets_its_miss_on_the_sse_stream_not_a_hang() -> None:
+    from mcp.client.sse import sse_client
+
+    async def ask_unrecorded(url: str) -> str:
+        """A client offering the SDK's newest version: the recorded 2024-11-05 initialize does not match."""
+        said = "answered"
+        with anyio.fail_after(15):  # a reply left in the POST body would leave the client waiting
+            try:
+                async with Client(sse_client(url), mode="legacy", cache=None) as client:
+                    await client.call_tool("echo", {"message": "never recorded"})
+            except* MCPError as raised:  # the SDK raises it out of its task group
+                said = str(_first(raised))
+        return said
+
+    with replay_server(CASSETTES / "everything-sse-2024-11-05.tape") as server:
+        message = anyio.run(ask_unrecorded, server.url)
+    assert message.startswith("mcp-tapes: no recorded request matches initialize")
+    assert "/params/protocolVersion" in message
+
+
+def _first(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+
+def test_recorded_timing_applies_over_http() -> None:
+    """--timing recorded: the long-running call's progress comes at its recorded pace (0.3 s in
+    all), where an instant replay sends it at once."""
+    import time
+
+    async def long_call(url: str) -> float:
+        observer = Observer()
+        async with Client(url, sampling_callback=observer.sampling, list_roots_callback=observer.list_roots,
+                          cache=None) as client:
+            await client.list_tools()
+            await client.call_tool("get-roots-list", {})
+            await client.call_tool("echo", {"message": "hello"})
+            started = time.monotonic()
+            await client.call_tool("trigger-long-running-operation", {"duration": 0.3, "steps": 3},
+                                   progress_callback=lambda *_: anyio.sleep(0))
+            return time.monotonic() - started
+
+    timed = ReplayOptions(control=ReplayControl.build(timing="recorded"))
+    with replay_server(CASSETTE, options=timed) as server:
+        assert anyio.run(long_call, server.url) >= 0.25  # three recorded gaps of ~0.1 s
+
+
+# --- 2026-07-28: a client cancels by closing the request's response stream ----------------------
+
+
+def stateless_cancel(url: str, interval: float) -> list[Any]:
+    """A stateless 2026-07-28 session: ticks(5) cancelled by the SDK client after its first
+    progress (at 2026-07-28 the SDK aborts the POST instead of sending notifications/cancelled),
+    then an echo."""
+
+    async def run() -> list[Any]:
+        with anyio.fail_after(TIMEOUT):
+            async with Client(url, read_timeout_seconds=TIMEOUT, cache=None) as client:
+                cancelled = await flows.cancelled_call(client, "ticks", {"n": 5, "interval": interval})
+                after = flows.dump(await client.call_tool("echo", {"text": "after"}))
+                return [client.protocol_version, cancelled, after]
+
+    return anyio.run(run)
+
+
+def test_a_recorded_stream_close_cancel_replays_as_one(resumable: str, tmp_path: Path) -> None:
+    cassette, live = record_session(tmp_path / "cancel.tape", resumable, lambda url: stateless_cancel(url, 0.3))
+    assert live[0] == "2026-07-28" and live[1]["cancelled"] and live[1]["progress_before_cancel"] == [[1, 5]]
+    ticks = calling(cassette, "ticks")
+    ends = [f.info["reason"] for f in cassette.frames if f.channel == ticks and f.kind is Kind.STREAM_END]
+    assert ends == ["client_disconnect"]
+    assert not any(f.from_client and f.kind is Kind.MESSAGE and f.message.get("method") == "notifications/cancelled"
+                   for f in cassette.frames)
+    with replay_server(cassette) as server:
+        # The replayer holds the ticks stream open where the recorded server never finished it,
+        # so the client gets its progress, then cancels by closing: the same outcome as live.
+        assert stateless_cancel(server.url, 0.3) == live
+    assert_clean(server)
+
+
+@pytest.mark.parametrize("race", ["recorded", "cancel-wins"])
+def test_a_stream_close_the_recording_lacks_is_a_cancel(race: str, resumable: str, tmp_path: Path) -> None:
+    cassette, _ = record_session(tmp_path / "answered.tape", resumable, lambda url: stateless_call(url))
+    # The recorded ticks were answered; at the recorded pace the live client cancels first.
+    control = ReplayControl.build(race=race, timing="recorded")
+    with replay_server(cassette, options=ReplayOptions(control=control)) as server:
+        outcome = stateless_cancel(server.url, 0.3)
+    assert outcome[1]["cancelled"] and outcome[1]["progress_before_cancel"] == [[1, 5]]
+    unmatched = [line for line in server.report_lines if line.startswith("unmatched")]
+    if race == "recorded":
+        assert unmatched == ["unmatched closing the stream of tools/call id 2: the recording has no cancellation of it"]
+    else:
+        assert unmatched == []  # cancel-wins honours any cancel
+
+
+def stateless_call(url: str) -> None:
+    """What `stateless_cancel` does, but the ticks are left to finish."""
+
+    async def run() -> None:
+        async with Client(url, read_timeout_seconds=TIMEOUT, cache=None) as client:
+            await client.call_tool("ticks", {"n": 5, "interval": 0.3}, progress_callback=lambda *_: anyio.sleep(0))
+            await client.call_tool("echo", {"text": "after"})
+
+    anyio.run(run)

@@ -1,0 +1,106 @@
+"""The HTTP rules the replayer applies (tapes.replay.http_rules), end to end: a 2025-03-26 batch
+answered as a batch; a stateless 2026-07-28 recording replayed to the SDK client with the
+standard headers checked against the body."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from replayer.http import replay_server
+from tapes.cassette.store import Cassette, Header
+from tapes.cassette.frames import Direction, Kind
+from tapes.replay.outcomes import NO_MATCH
+from tapes.replay.http_rules import HEADER_MISMATCH
+
+from tests.support import flows
+from tests.support.http_clients import ACCEPT
+from tests.support.http_peers import record_session
+from tests.support.messages import req, res
+from tests.support.processes import TIMEOUT
+from tests.support.recordings import Recording
+
+def test_a_2025_03_26_batch_is_answered_as_a_batch() -> None:
+    r = Recording()
+    r.post(1, [req(1, "tools/list"), req(2, "prompts/list")])
+    r.add(Direction.SERVER_TO_CLIENT, 1, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "application/json"]])
+    r.add(Direction.SERVER_TO_CLIENT, 1, Kind.MESSAGE, [res(1, {"tools": []}), res(2, {"prompts": []})])
+    r.end(1)
+    cassette = Cassette(Header("http", {"url": "http://up/mcp"}), r.frames)
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as http:
+        answer = http.post(server.url, json=[req("b", "prompts/list"), req("a", "tools/list")], headers=ACCEPT)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert answer.json() == [res("a", {"tools": []}), res("b", {"prompts": []})]
+
+
+def batch_recording(sse: bool) -> Cassette:
+    r = Recording()
+    r.post(1, [req(1, "tools/list"), req(2, "prompts/list")])
+    r.head(1, 200, sse=sse)
+    if sse:
+        r.event(1, "1-1", res(1, {"tools": []}))
+        r.event(1, "1-2", res(2, {"prompts": []}))
+    else:
+        r.add(Direction.SERVER_TO_CLIENT, 1, Kind.MESSAGE, [res(1, {"tools": []}), res(2, {"prompts": []})])
+    r.end(1)
+    return Cassette(Header("http", {"url": "http://up/mcp"}), r.frames)
+
+
+def batch_answer(http: httpx.Client, url: str, batch: list[Any]) -> list[Any]:
+    answer = http.post(url, json=batch, headers=ACCEPT)
+    assert answer.status_code == 200
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in answer.text.splitlines() if line.startswith("data:")]
+    return answer.json()
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "sse"])
+def test_a_batch_that_matches_in_part_gets_its_errors_and_no_answers_to_requests_not_made(sse: bool) -> None:
+    with replay_server(batch_recording(sse)) as server, httpx.Client(timeout=TIMEOUT) as http:
+        # one recorded request and one the recording does not have: the error comes in the same answer
+        mixed = batch_answer(http, server.url, [req("a", "tools/list"), req("x", "resources/list")])
+        assert server.report_lines == ["played 3 frames, 1 unmatched, 1 unused",
+                                     "unmatched resources/list id 'x': no recorded request matches resources/list; "
+                                     "nearest recorded is prompts/list #2 (frame 2), differing at /method: "
+                                     '"prompts/list" → "resources/list"',
+                                     "unused prompts/list #2 (frame 2)"]
+    answer, error = sorted(mixed, key=lambda m: m["id"])
+    assert answer == res("a", {"tools": []})
+    assert error["id"] == "x" and error["error"]["code"] == NO_MATCH
+    assert "nearest recorded is prompts/list" in error["error"]["message"]
+    with replay_server(batch_recording(sse)) as server, httpx.Client(timeout=TIMEOUT) as http:
+        # fewer requests than recorded: answered at once, without the answer to the one not made
+        assert batch_answer(http, server.url, [req("p", "prompts/list")]) == [res("p", {"prompts": []})]
+
+
+def stateless_flow(url: str) -> Any:
+    async def run() -> Any:
+        with anyio.fail_after(TIMEOUT):
+            async with Client(url, read_timeout_seconds=TIMEOUT, cache=None) as client:
+                echoed = await client.call_tool("echo", {"text": "stateless"})
+                return [client.protocol_version, flows.dump(echoed)]
+
+    return anyio.run(run)
+
+
+def test_a_stateless_2026_07_28_session(resumable: str, tmp_path: Path) -> None:  # noqa: F811
+    cassette, live = record_session(tmp_path / "stateless.tape", resumable, stateless_flow)
+    assert live[0] == "2026-07-28"
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as http:
+        assert stateless_flow(server.url) == live
+        body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
+        modern = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28"}
+        mismatch = http.post(server.url, json=body, headers={**modern, "Mcp-Method": "tools/call", "Mcp-Name": "other"})
+        assert mismatch.status_code == 400
+        assert mismatch.json()["error"]["code"] == HEADER_MISMATCH and mismatch.json()["id"] == 9
+        bad_version = http.post(server.url, json=body, headers={**ACCEPT, "MCP-Protocol-Version": "2099-01-01"})
+        assert bad_version.status_code == 400
+        no_stream = http.get(server.url, headers=modern)
+        assert no_stream.status_code == 405 and "POST" in no_stream.headers["allow"]
+        assert json.loads(no_stream.content)["error"]["message"].startswith("Method Not Allowed")

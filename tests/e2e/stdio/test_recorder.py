@@ -1,0 +1,380 @@
+"""End-to-end tests of `tapes record` on stdio: real processes on real pipes, the recorder run
+the way an MCP client runs a server command."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tapes.cassette.store import Cassette, load
+from tapes.cassette.frames import Direction, Frame, Kind
+
+from tests.support.paths import SUPPORT, TAPES
+
+PEER = [sys.executable, str(SUPPORT / "recorder_peer.py")]
+TEE = [sys.executable, str(SUPPORT / "recorder_tee.py")]
+READY = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"ready"}}\n'
+TIMEOUT = 20.0
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+class Session:
+    """`tapes record` started on pipes, as an MCP client starts a server command."""
+
+    def __init__(self, cassette: Path, server: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [*TAPES, "record", "-o", str(cassette), "--", *server],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+        )
+        self.sent = bytearray()
+        self.received = bytearray()  # everything read from the recorder's stdout
+        self.stderr = bytearray()
+        self._unread = bytearray()
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        written = 0
+        while written < len(data):
+            written += self.proc.stdin.write(data[written:])
+        self.sent += data
+
+    def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def read_line(self) -> bytes:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + TIMEOUT
+        while b"\n" not in self._unread:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no line from the recorder within {TIMEOUT}s"
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the recorder closed its stdout"
+            self._unread += chunk
+            self.received += chunk
+        line, _, rest = bytes(self._unread).partition(b"\n")
+        self._unread[:] = rest
+        return line + b"\n"
+
+    def response(self, request_id: int) -> dict[str, Any]:
+        """Read lines until the response to `request_id`."""
+        while True:
+            message = json.loads(self.read_line())
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+    def finish(self) -> int:
+        """Read stdout and stderr to their end, then the exit code."""
+        deadline = time.monotonic() + TIMEOUT
+        pipes = [(self.proc.stdout, self.received), (self.proc.stderr, self.stderr)]
+        sinks = {pipe.fileno(): sink for pipe, sink in pipes if pipe is not None and not pipe.closed}
+        while sinks:
+            ready, _, _ = select.select(list(sinks), [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"the recorder did not close its output within {TIMEOUT}s"
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    sinks[fd] += chunk
+                else:
+                    del sinks[fd]
+        return self.proc.wait(max(0.0, deadline - time.monotonic()))
+
+
+Record = Callable[[list[str]], tuple[Session, Path]]
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Iterator[Record]:
+    """Start `tapes record` for a server command; returns the session and its cassette path.
+    Recorders a test left running are killed at the end."""
+    sessions: list[Session] = []
+
+    def start(server: list[str]) -> tuple[Session, Path]:
+        cassette = tmp_path / f"session{len(sessions)}.tape"
+        sessions.append(Session(cassette, server))
+        return sessions[-1], cassette
+
+    yield start
+    for session in sessions:
+        if session.proc.poll() is None:
+            session.proc.kill()
+            session.proc.wait(TIMEOUT)
+        for pipe in (session.proc.stdin, session.proc.stdout, session.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def wire(cassette: Cassette, direction: Direction) -> bytes:
+    """The protocol bytes a cassette says went one way: each line and its newline (none after a
+    line cut off by the end of the stream)."""
+    return b"".join(
+        frame.payload + (b"" if frame.partial else b"\n")
+        for frame in cassette.frames
+        if frame.direction is direction and frame.kind in (Kind.MESSAGE, Kind.RAW)
+    )
+
+
+def of_kind(cassette: Cassette, kind: Kind, direction: Direction | None = None) -> list[Frame]:
+    return [f for f in cassette.frames if f.kind is kind and (direction is None or f.direction is direction)]
+
+
+def children(pid: int) -> set[int]:
+    return {int(child) for path in Path(f"/proc/{pid}/task").glob("*/children") for child in path.read_text().split()}
+
+
+def wait_exit(pidfd: int, what: str) -> None:
+    ready, _, _ = select.select([pidfd], [], [], TIMEOUT)
+    assert ready, f"{what} did not exit within {TIMEOUT}s"
+
+
+# --- a real client and a real server ---------------------------------------------------------
+
+
+async def _use_everything(server: StdioServerParameters) -> list[dict[str, Any]]:
+    with anyio.fail_after(TIMEOUT):
+        async with Client(server) as client:
+            return [
+                (await client.list_tools()).model_dump(),
+                (await client.call_tool("echo", {"message": "hi"})).model_dump(),
+                (await client.call_tool("get-sum", {"a": 1, "b": 2})).model_dump(),
+            ]
+
+
+def test_sdk_client_gets_the_same_results_and_the_cassette_holds_every_byte(
+    everything_stdio: list[str], tmp_path: Path
+) -> None:
+    direct = anyio.run(_use_everything, StdioServerParameters(command=everything_stdio[0], args=everything_stdio[1:]))
+
+    cassette_path, c2s_tap, s2c_tap = tmp_path / "everything.tape", tmp_path / "c2s", tmp_path / "s2c"
+    recorder = [*TAPES, "record", "-o", str(cassette_path), "--", *everything_stdio]
+    tapped = [*TEE[1:], str(c2s_tap), str(s2c_tap), "--", *recorder]
+    recorded = anyio.run(_use_everything, StdioServerParameters(command=TEE[0], args=tapped))
+
+    assert recorded == direct
+    assert recorded[2]["content"][0]["text"] == "The sum of 1 and 2 is 3."
+    cassette = load(cassette_path)
+    assert cassette.warnings == []
+    assert cassette.header.server == {"command": everything_stdio}
+    assert wire(cassette, C2S) == c2s_tap.read_bytes()
+    assert wire(cassette, S2C) == s2c_tap.read_bytes()
+    methods = [f.message.get("method") for f in of_kind(cassette, Kind.MESSAGE, C2S)]
+    assert methods.count("tools/call") == 2
+    assert cassette.frames[-1].kind is Kind.EXIT
+    assert [f.seq for f in cassette.frames] == list(range(1, len(cassette.frames) + 1))
+
+
+# --- exit, signals, stderr, shutdown ---------------------------------------------------------
+
+
+def test_exit_code_and_stderr_are_passed_on_and_recorded(record: Record) -> None:
+    session, cassette_path = record([*PEER, "exit", "3"])
+    # The client's stdin stays open: the server's exit alone ends the recording.
+    assert session.finish() == 3
+    assert bytes(session.received) == READY
+    assert bytes(session.stderr) == b"stderr line 1\nstderr line 2\n"
+
+    cassette = load(cassette_path)
+    assert [f.data for f in of_kind(cassette, Kind.STDERR)] == [b"stderr line 1", b"stderr line 2"]
+    assert wire(cassette, S2C) == READY
+    assert cassette.frames[-1].kind is Kind.EXIT
+    assert cassette.frames[-1].info == {"code": 3, "signal": None}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_server_killed_by_a_signal_gives_128_plus_its_number(record: Record, signum: int) -> None:
+    session, cassette_path = record([*PEER, "kill", str(signum)])
+    session.close_stdin()
+    assert session.finish() == 128 + signum
+    assert session.received == b""
+
+    exits = of_kind(load(cassette_path), Kind.EXIT)
+    assert [f.info for f in exits] == [{"code": None, "signal": signum}]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signals_to_the_recorder_reach_the_server_once(record: Record, signum: signal.Signals) -> None:
+    session, cassette_path = record([*PEER, "signals"])
+    assert session.read_line() == READY  # the server is up with its handlers installed
+    session.proc.send_signal(signum)
+    assert session.finish() == 0
+    assert bytes(session.stderr) == f"got {signum.name}\n".encode()
+
+    cassette = load(cassette_path)
+    assert [f.data for f in of_kind(cassette, Kind.STDERR)] == [f"got {signum.name}".encode()]
+    assert cassette.frames[-1].info == {"code": 0, "signal": None}
+
+
+def test_closing_the_clients_stdin_closes_the_servers(record: Record) -> None:
+    session, cassette_path = record([*PEER, "echo"])
+    line = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    session.send(line)
+    assert session.read_line() == line
+    session.close_stdin()
+    assert session.finish() == 0  # the echo server exits when its stdin ends
+
+    cassette = load(cassette_path)
+    kinds = [(f.direction, f.kind) for f in cassette.frames]
+    assert kinds == [
+        (C2S, Kind.MESSAGE),
+        (S2C, Kind.MESSAGE),
+        (C2S, Kind.STREAM_END),
+        (S2C, Kind.STREAM_END),
+        (S2C, Kind.EXIT),
+    ]
+    assert cassette.frames[2].info == {"reason": "eof"}
+
+
+def test_a_client_that_stops_reading_is_still_recorded(record: Record) -> None:
+    session, cassette_path = record([*PEER, "echo"])
+    assert session.proc.stdout is not None
+    session.proc.stdout.close()  # the recorder's writes to the client now fail with EPIPE
+    lines = [b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n for n in range(3)]
+    for line in lines:
+        session.send(line)
+    session.close_stdin()
+    assert session.finish() == 0
+    assert session.stderr == b""  # no complaint, no traceback
+
+    cassette = load(cassette_path)
+    assert wire(cassette, S2C) == b"".join(lines)
+    assert cassette.frames[-1].info == {"code": 0, "signal": None}
+
+
+# --- a recorder killed mid-session -----------------------------------------------------------
+
+
+def test_a_recorder_killed_mid_session_leaves_everything_it_forwarded(
+    record: Record, everything_stdio: list[str]
+) -> None:
+    session, cassette_path = record(everything_stdio)
+
+    def request(request_id: int, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        session.send(json.dumps(message).encode() + b"\n")
+
+    client_info = {"name": "recorder-test", "version": "0"}
+    request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info})
+    assert session.response(1)["result"]["serverInfo"]
+    session.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    request(2, "tools/list")
+    assert session.response(2)["result"]["tools"]
+    request(3, "tools/call", {"name": "echo", "arguments": {"message": "before the kill"}})
+    assert session.response(3)["result"]["content"][0]["text"] == "Echo: before the kill"
+    request(4, "ping")
+    assert session.response(4)["result"] == {}
+    settled_c2s, settled_s2c = bytes(session.sent), bytes(session.received)
+    # Forward first, then capture: the chunk a pump forwarded last may reach the pipe an instant
+    # after the peer sees it. A pump puts a chunk in the pipe before it reads its next one, so
+    # one more round trip guarantees that everything up to here is in the pipe.
+    request(5, "ping")
+    session.response(5)
+
+    recorder = session.proc.pid
+    own_cmdline = Path(f"/proc/{recorder}/cmdline").read_bytes()
+    kids = children(recorder)
+    (writer,) = [pid for pid in kids if Path(f"/proc/{pid}/cmdline").read_bytes() == own_cmdline]
+    (server,) = kids - {writer}
+    writer_fd, server_fd = os.pidfd_open(writer), os.pidfd_open(server)
+    try:
+        session.proc.kill()
+        session.finish()  # the client sees EOF on stdout once the recorder is gone
+        wait_exit(writer_fd, "the writer")
+        wait_exit(server_fd, "the server (its stdin should have ended)")
+    finally:
+        os.close(writer_fd)
+        os.close(server_fd)
+
+    cassette = load(cassette_path)
+    assert cassette.warnings == []
+    c2s, s2c = wire(cassette, C2S), wire(cassette, S2C)
+    assert c2s.startswith(settled_c2s) and bytes(session.sent).startswith(c2s)
+    assert s2c.startswith(settled_s2c) and bytes(session.received).startswith(s2c)
+    assert of_kind(cassette, Kind.EXIT) == []  # the recorder did not see the server exit
+
+
+# --- wire input that is not well-formed ------------------------------------------------------
+
+
+def test_malformed_input_is_forwarded_verbatim_and_recorded(record: Record) -> None:
+    valid = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    spaced = b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}'
+    bad_json = b'{"jsonrpc":"2.0","id":3,"method":'
+    bad_utf8 = b'{"jsonrpc":"2.0","method":"notifications/x","params":{"s":"\xff\xfe"}}'
+    big = b'{"jsonrpc":"2.0","method":"notifications/big","params":{"blob":"' + b"x" * 20_000_000 + b'"}}'
+    half = b'{"jsonrpc":"2.0","id":4,"meth'
+    data = b"\n".join([valid, spaced, bad_json, bad_utf8, big]) + b"\n" + half
+
+    session, cassette_path = record([*PEER, "echo"])
+    stdout, stderr = session.proc.communicate(data, timeout=TIMEOUT)
+    assert session.proc.returncode == 0
+    assert stdout == data
+    assert stderr == b""
+
+    cassette = load(cassette_path)
+    expected = [
+        (Kind.MESSAGE, valid, False),
+        (Kind.MESSAGE, spaced, False),
+        (Kind.RAW, bad_json, False),
+        (Kind.RAW, bad_utf8, False),
+        (Kind.MESSAGE, big, False),
+        (Kind.RAW, half, True),
+        (Kind.STREAM_END, b"", False),
+    ]
+    for direction in (C2S, S2C):
+        frames = [f for f in cassette.frames if f.direction is direction and f.kind is not Kind.EXIT]
+        assert [(f.kind, f.payload, f.partial) for f in frames] == expected
+    spaced_frame = of_kind(cassette, Kind.MESSAGE, C2S)[1]
+    assert spaced_frame.message == {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    assert spaced_frame.data == spaced  # not canonical: the exact bytes are kept
+
+
+# --- mistakes a user can make ----------------------------------------------------------------
+
+
+def _user_error(argv: list[str]) -> str:
+    result = subprocess.run(argv, capture_output=True, timeout=TIMEOUT)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tapes: error: "), result.stderr
+    return lines[0]
+
+
+def test_an_unwritable_cassette_path_is_one_sentence_and_starts_no_server(tmp_path: Path) -> None:
+    output = tmp_path / "no-such-dir" / "x.tape"
+    marker = tmp_path / "server-ran"
+    server = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    line = _user_error([*TAPES, "record", "-o", str(output), "--", *server])
+    assert str(output) in line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", ["bare name", "path", "not executable"])
+def test_a_server_command_that_cannot_run_is_one_sentence(tmp_path: Path, kind: str) -> None:
+    command = {"bare name": "no-such-mcp-server", "path": str(tmp_path / "no-such-server")}.get(kind)
+    if command is None:
+        script = tmp_path / "server.sh"
+        script.write_text("#!/bin/sh\n")
+        command = str(script)
+    output = tmp_path / "x.tape"
+    line = _user_error([*TAPES, "record", "-o", str(output), "--", command, "stdio"])
+    assert repr(command) in line
+    assert not output.exists()

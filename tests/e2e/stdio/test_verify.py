@@ -1,0 +1,81 @@
+"""`tapes verify` against real stdio servers: a fresh recording of server-everything, the SDK notes
+server in both eras, and a changed notes server; its user errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.support.flows import everything_flow
+from tests.support.paths import ROOT, SERVERS, TAPES
+
+NOTES_SERVER = ["python", "tests/servers/notes_server.py"]  # as the committed cassettes recorded it
+
+
+def run_tapes(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TAPES, *args], capture_output=True, text=True, cwd=ROOT, timeout=90)
+
+
+def test_verify_server_everything_against_its_fresh_recording(tmp_path: Path, everything_stdio: list[str]) -> None:
+    recording = tmp_path / "everything.tape"
+    anyio.run(everything_flow, [*TAPES, "record", "-o", str(recording), "--", *everything_stdio])
+    run = run_tapes("verify", str(recording), "--format", "json", "--keep", str(tmp_path / "live.tape"), "--", *everything_stdio)
+    report = json.loads(run.stdout)
+    assert run.returncode == 0, report["changes"]
+    assert report["same"] and report["matched"] == 10
+    assert (tmp_path / "live.tape").exists()
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_verify_the_notes_server_in_both_eras(era: str) -> None:
+    run = run_tapes("verify", f"cassettes/notes-stdio-{era}.tape", "--", *NOTES_SERVER)
+    assert run.returncode == 0, run.stdout
+    assert "same behaviour (11 interactions matched)" in run.stdout
+
+
+CHANGED_SERVER = """
+import sys
+sys.path.insert(0, {servers!r})
+import notes_server
+
+@notes_server.server.tool(description="A tool this release added.")
+def extra() -> str:
+    return "extra"
+
+notes_server.server.remove_tool("count")
+
+@notes_server.server.tool(description="Count to n, reporting progress at every step.")
+async def count(n: int, ctx: notes_server.Context) -> str:
+    for step in range(1, n + 1):
+        await ctx.report_progress(step, n, f"step {{step}}/{{n}}")
+    return f"counted up to {{n}}"
+
+notes_server.server.run("stdio")
+"""
+
+
+def test_verify_reports_what_a_changed_server_does_differently(tmp_path: Path) -> None:
+    server = tmp_path / "changed_notes_server.py"
+    server.write_text(CHANGED_SERVER.format(servers=str(SERVERS)))
+    run = run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape", "--format", "json", "--", "python", str(server))
+    assert run.returncode == 1
+    report = json.loads(run.stdout)
+    changes = {(change["section"], change["kind"], change["subject"]): change for change in report["changes"]}
+    assert ("tool", "added", "extra") in changes and changes[("tool", "added", "extra")]["severity"] == "compatible"
+    counted = [change for change in report["changes"] if change["subject"] == "tools/call count"]
+    assert {(delta["path"], delta["old"], delta["new"]) for change in counted for delta in change["deltas"]} >= {
+        ("/outcome/result/content/0/text", "counted to 3", "counted up to 3"),
+        ("/outcome/result/content/0/text", "counted to 1", "counted up to 1")}
+    assert run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape", "--fail-on", "breaking", "--",
+                     "python", str(server)).returncode == 0
+
+
+def test_verify_user_errors() -> None:
+    no_command = run_tapes("verify", "cassettes/notes-stdio-2025-11-25.tape")
+    assert no_command.returncode == 2 and "server command after --" in no_command.stderr
+    http = run_tapes("verify", "cassettes/everything-http-2025-11-25.tape", "--", "true")
+    assert http.returncode == 2 and "is an HTTP recording; verify it against a server URL with --upstream" in http.stderr

@@ -1,0 +1,224 @@
+"""`tapes diff`: real recordings of the same flows across eras and transports, and synthetic
+sessions for alignment, noise, era folds and the tool-surface classification."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from tapes.cassette.store import Cassette, load
+from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
+from tapes.analysis.normalize import Noise
+
+from tests.support.messages import req, res
+from tests.support.paths import CASSETTES
+from tests.support.recordings import handshake, stdio_cassette
+
+
+def tape(name: str) -> Cassette:
+    return load(CASSETTES / f"{name}.tape")
+
+
+def call(request_id: Any, tool: str, arguments: Any, answer: str) -> list[tuple[str, Any]]:
+    return [("c", req(request_id, "tools/call", {"name": tool, "arguments": arguments})),
+            ("s", res(request_id, {"content": [{"type": "text", "text": answer}]}))]
+
+
+def sections(report: Any) -> set[tuple[str, str]]:
+    return {(change.section, change.subject) for change in report.changes}
+
+
+# --- real recordings ---------------------------------------------------------------------------
+
+
+def test_cross_era_notes_flow_maps_sampling_and_roots_to_the_same_behaviour() -> None:
+    report = diff_cassettes(tape("notes-stdio-2025-11-25"), tape("notes-stdio-2026-07-28"))
+
+    assert not [change for change in report.changes if change.section == "interaction"]
+    same = {equivalence.subject: equivalence for equivalence in report.equivalences}
+    assert set(same) == {"handshake", "tools/call ask_model", "tools/call list_client_roots"}
+    sampling = same["tools/call ask_model"]
+    assert sampling.era == "2026-07-28"
+    assert sampling.old_form == ("server→client request",)
+    assert sampling.new_form == ("input_required result + retry with inputResponses",)
+    assert "same behaviour, expressed as in 2026-07-28" in sampling.describe()
+    assert same["handshake"].old_form == ("initialize",) and same["handshake"].new_form == ("server/discover",)
+    # The real differences: the era, and the stateless server advertising listChanged/subscribe.
+    assert sections(report) == {("session", "protocol version"), ("capability", "server prompts/listChanged"),
+                                ("capability", "server resources/listChanged"), ("capability", "server resources/subscribe"),
+                                ("capability", "server tools/listChanged")}
+    assert {change.severity for change in report.changes if change.section == "capability"} == {COMPATIBLE}
+    assert report.exit_code() == 1 and report.exit_code("breaking") == 0
+    assert any("resultType" in fold for fold in report.folds["new"])
+
+
+# (old, new) -> what really differs between the two recordings, by (section, subject)
+ERA_PAIRS = {
+    ("notes-stdio-2025-06-18", "notes-stdio-2025-11-25"): {("session", "protocol version")},
+    ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18"): {("session", "protocol version")},
+    ("everything-stdio-2025-06-18", "everything-stdio-2025-11-25"): {("session", "protocol version")},
+    # Streamable HTTP: server-everything's startup list_changed notifications are sent before any
+    # stream is open to carry them, so the client never gets them (on stdio and legacy SSE it does).
+    ("everything-stdio-2025-11-25", "everything-http-2025-11-25"): {
+        ("transport", "transport"), ("notification", "server notifications/tools/list_changed ×3")},
+    ("everything-sse-2024-11-05", "everything-http-2025-11-25"): {
+        ("session", "protocol version"), ("notification", "server notifications/tools/list_changed ×3"),
+        ("transport", "transport"), ("transport", "POST answered with"), ("transport", "client MCP headers"),
+        ("transport", "server MCP headers"), ("transport", "standalone GET stream"), ("transport", "SSE event ids"),
+        ("transport", "priming events")},
+}
+
+
+@pytest.mark.parametrize(("old", "new"), list(ERA_PAIRS))
+def test_same_flow_across_eras_differs_only_where_the_protocol_does(old: str, new: str) -> None:
+    report = diff_cassettes(tape(old), tape(new))
+    assert sections(report) == ERA_PAIRS[(old, new)]
+    assert report.matched >= 10
+    transport = {change.subject: change.deltas[0] for change in report.changes if change.section == "transport"}
+    if "priming events" in transport:
+        assert (transport["priming events"].old, transport["priming events"].new) == (False, True)
+        assert transport["client MCP headers"].new == ["mcp-method", "mcp-protocol-version", "mcp-session-id"]
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in CASSETTES.glob("*.tape")))
+def test_a_recording_is_the_same_as_itself(name: str) -> None:
+    report = diff_cassettes(tape(name), tape(name))
+    assert report.same and report.exit_code() == 0 and not report.equivalences
+
+
+def test_ids_sessions_and_timestamps_are_not_differences() -> None:
+    old = stdio_cassette(*handshake(), *call(2, "clock", {}, "now 2026-01-02T03:04:05Z session 1b4e28ba-2fa1-11d2-883f-0016d3cca427"))
+    new = stdio_cassette(*handshake(), ("c", req("x-7", "tools/call", {"name": "clock", "arguments": {}, "_meta": {"progressToken": 9}})),
+                         ("s", res("x-7", {"content": [{"type": "text", "text": "now 2027-12-31T23:59:59.5+01:00 session 6fa459ea-ee8a-3ca4-894e-db77e160355e"}]})))
+    assert diff_cassettes(old, new).same
+    strict = diff_cassettes(old, new, noise=Noise(rules=("meta",)))
+    assert [delta.path for change in strict.changes for delta in change.deltas] == ["/outcome/result/content/0/text"]
+
+
+def test_an_extra_request_does_not_shift_the_rest() -> None:
+    old = stdio_cassette(*handshake(), *call(2, "a", {}, "A"), *call(3, "b", {}, "B"), *call(4, "c", {}, "C"))
+    new = stdio_cassette(*handshake(), *call(2, "a", {}, "A"), *call(3, "extra", {}, "X"), *call(4, "b", {}, "B"),
+                         *call(5, "c", {"n": 1}, "C2"))
+    report = diff_cassettes(old, new)
+    assert [(change.kind, change.subject, change.severity) for change in report.changes] == [
+        ("added", "tools/call extra", COMPATIBLE), ("changed", "tools/call c", "changed")]
+    deltas = {delta.path: (delta.old, delta.new) for delta in report.changes[1].deltas}
+    assert deltas == {"/request/arguments/n": (None, 1), "/outcome/result/content/0/text": ("C", "C2")}
+    assert report.changes[0].frames == ((), (6, 7))
+
+
+def test_a_removed_request_and_a_result_turned_error_are_breaking() -> None:
+    old = stdio_cassette(*handshake(), *call(2, "a", {}, "A"), *call(3, "b", {}, "B"))
+    new = stdio_cassette(*handshake(), ("c", req(2, "tools/call", {"name": "a", "arguments": {}})),
+                         ("s", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "unknown tool"}}))
+    report = diff_cassettes(old, new)
+    assert [(change.kind, change.subject, change.severity) for change in report.changes] == [
+        ("changed", "tools/call a", BREAKING), ("removed", "tools/call b", BREAKING)]
+    assert report.exit_code("breaking") == 1
+
+
+def test_ignored_paths_take_out_what_a_test_declares_volatile() -> None:
+    old = stdio_cassette(*handshake(), *call(2, "dice", {}, "4"))
+    new = stdio_cassette(*handshake(), *call(2, "dice", {}, "6"))
+    assert not diff_cassettes(old, new).same
+    assert diff_cassettes(old, new, noise=Noise(ignore=("/outcome/result/content/*/text",))).same
+    with pytest.raises(ValueError, match="JSON pointer"):
+        Noise(ignore=("outcome",))
+
+
+# --- era folds -----------------------------------------------------------------------------------
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def modern(request_id: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return req(request_id, method, {**params, "_meta": META})
+
+
+def discover() -> list[tuple[str, Any]]:
+    return [("c", modern(1, "server/discover", {})),
+            ("s", res(1, {"capabilities": {"tools": {}}, "supportedVersions": ["2026-07-28"], "resultType": "complete",
+                          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv", "version": "1"}}}))]
+
+
+def test_resource_not_found_and_subscriptions_fold_across_eras() -> None:
+    not_found = {"message": "no such resource"}
+    old = stdio_cassette(*handshake(),
+                         ("c", req(2, "resources/read", {"uri": "x://gone"})),
+                         ("s", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32002, **not_found, "data": {"uri": "x://gone"}}}),
+                         ("c", req(3, "resources/subscribe", {"uri": "x://a"})), ("s", res(3, {})))
+    new = stdio_cassette(*discover(),
+                         ("c", modern(2, "resources/read", {"uri": "x://gone"})),
+                         ("s", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, **not_found}}),
+                         ("c", modern(3, "subscriptions/listen", {"notifications": {"resourceSubscriptions": ["x://a"]}})))
+    report = diff_cassettes(old, new)
+    assert sections(report) == {("session", "protocol version")}
+    forms = {equivalence.subject: equivalence.new_form for equivalence in report.equivalences}
+    assert forms == {"handshake": ("server/discover",), "resources/read x://gone": ("resource-not-found error -32602",),
+                     "resources/subscribe x://a": ("subscriptions/listen",)}
+
+
+def test_a_changed_sampling_answer_is_a_difference_even_across_eras() -> None:
+    ask = {"messages": [{"role": "user", "content": {"type": "text", "text": "q"}}], "maxTokens": 5}
+    old = stdio_cassette(*handshake(), ("c", req(2, "tools/call", {"name": "ask", "arguments": {}})),
+                         ("s", req(0, "sampling/createMessage", ask)),
+                         ("c", res(0, {"role": "assistant", "content": {"type": "text", "text": "A"}, "model": "m"})),
+                         ("s", res(2, {"content": []})))
+    state = {"requestState": "opaque"}
+    new = stdio_cassette(*discover(), ("c", modern(2, "tools/call", {"name": "ask", "arguments": {}})),
+                         ("s", res(2, {"resultType": "input_required", **state,
+                                       "inputRequests": {"k": {"method": "sampling/createMessage", "params": ask}}})),
+                         ("c", modern(3, "tools/call", {"name": "ask", "arguments": {}, **state, "inputResponses": {
+                             "k": {"role": "assistant", "content": {"type": "text", "text": "B"}, "model": "m"}}})),
+                         ("s", res(3, {"content": [], "resultType": "complete"})))
+    report = diff_cassettes(old, new)
+    changed = [change for change in report.changes if change.section == "interaction"]
+    assert [(delta.path, delta.old, delta.new) for delta in changed[0].deltas] == [("/asks/0/answer/content/text", "A", "B")]
+
+
+# --- tool surface ----------------------------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}
+
+
+@pytest.mark.parametrize(("new", "rules", "kind", "severity"), [
+    ({**SCHEMA, "properties": {**SCHEMA["properties"], "units": {"type": "string"}}}, _input_rules, "property added", COMPATIBLE),
+    ({**SCHEMA, "properties": {**SCHEMA["properties"], "units": {"type": "string"}}, "required": ["city", "units"]},
+     _input_rules, "required property added", BREAKING),
+    ({**SCHEMA, "required": ["city", "days"]}, _input_rules, "now required", BREAKING),
+    ({**SCHEMA, "required": []}, _input_rules, "no longer required", COMPATIBLE),
+    ({**SCHEMA, "properties": {"city": {"type": "string"}}}, _input_rules, "property removed", BREAKING),
+    ({**SCHEMA, "properties": {**SCHEMA["properties"], "days": {"type": "string"}}}, _input_rules, "type changed", BREAKING),
+    ({**SCHEMA, "properties": {"city": {"type": "string"}}}, _output_rules, "property removed", BREAKING),
+    ({**SCHEMA, "properties": {**SCHEMA["properties"], "extra": {"type": "string"}}}, _output_rules, "property added", COMPATIBLE),
+    ({**SCHEMA, "required": []}, _output_rules, "no longer required", BREAKING),
+    (None, _output_rules, "schema removed", BREAKING),
+])
+def test_schema_changes_are_classified(new: Any, rules: dict[str, str], kind: str, severity: str) -> None:
+    assert [(found_kind, found_severity) for _, found_severity, found_kind in schema_changes(SCHEMA, new, rules, "/s")] == [
+        (kind, severity)]
+
+
+def test_tool_surface_changes_in_a_session() -> None:
+    def listing(tools: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        return [("c", req(2, "tools/list")), ("s", res(2, {"tools": tools}))]
+
+    weather = {"name": "weather", "inputSchema": SCHEMA}
+    old = stdio_cassette(*handshake(), *listing([weather, {"name": "old", "inputSchema": {"type": "object"}}]))
+    new = stdio_cassette(*handshake(), *listing([{**weather, "inputSchema": {**SCHEMA, "required": ["city", "days"]},
+                                                  "description": "now documented"},
+                                                 {"name": "new", "inputSchema": {"type": "object"}}]))
+    tools = [(change.kind, change.subject, change.severity, change.note)
+             for change in diff_cassettes(old, new).changes if change.section == "tool"]
+    assert tools == [("removed", "old", BREAKING, ""), ("added", "new", COMPATIBLE, ""),
+                     ("changed", "weather", BREAKING, "now required"),
+                     ("changed", "weather", COMPATIBLE, "description or annotations")]
+
+
+def test_transport_facts_of_a_cassette_shifted_in_time_are_unchanged() -> None:
+    cassette = tape("everything-http-2025-11-25")
+    shifted = Cassette(replace(cassette.header, created="2030-01-01T00:00:00+00:00"),
+                       [replace(frame, t=frame.t + 100) for frame in cassette.frames])
+    assert diff_cassettes(cassette, shifted).same

@@ -1,0 +1,48 @@
+"""`tapes verify --upstream`'s sans-IO HTTP client script: exchanges sent with the live session and event ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tapes.cassette.store import Cassette, Header
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.wire.jsonrpc import encode
+from tapes.analysis.verify import HttpClientScript, HttpRequest
+
+from tests.support.messages import req, res
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+def http_cassette(*frames: tuple[Direction, int, Kind, Any, dict[str, Any] | None]) -> Cassette:
+    return Cassette(Header(transport="http", server={"url": "http://127.0.0.1:1/mcp"}),
+                    [Frame(seq, seq / 100, direction, f"http:{exchange}", kind, message, None, info)
+                     for seq, (direction, exchange, kind, message, info) in enumerate(frames, start=1)])
+
+
+def test_the_script_sends_exchanges_with_the_live_session_and_event_ids() -> None:
+    initialize = req(1, "initialize", {"protocolVersion": "2025-11-25"})
+    script = HttpClientScript(http_cassette(
+        (C2S, 1, Kind.HTTP_REQUEST, None, {"method": "POST", "path": "/mcp", "headers": [
+            ["Host", "127.0.0.1:1"], ["User-Agent", "x"], ["accept", "application/json, text/event-stream"],
+            ["content-type", "application/json"], ["mcp-method", "initialize"]]}),
+        (C2S, 1, Kind.MESSAGE, initialize, None),
+        (S2C, 1, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": [["mcp-session-id", "recorded-session"]]}),
+        (S2C, 1, Kind.SSE_EVENT, None, {"id": "recorded-1", "event": None, "retry": None}),
+        (S2C, 1, Kind.SSE_EVENT, res(1, {}), {"id": "recorded-2", "event": None, "retry": None}),
+        (S2C, 1, Kind.STREAM_END, None, {"reason": "client_disconnect"}),
+        (C2S, 2, Kind.HTTP_REQUEST, None, {"method": "GET", "path": "/mcp", "headers": [
+            ["Mcp-Session-Id", "recorded-session"], ["Last-Event-ID", "recorded-2"]]}),
+        (S2C, 2, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": []}),
+        (S2C, 2, Kind.STREAM_END, None, {"reason": "closed"})).frames)
+    assert script.ready() == [HttpRequest(1, "POST", "/mcp", [
+        ("accept", "application/json, text/event-stream"), ("content-type", "application/json"),
+        ("mcp-method", "initialize")], encode(initialize), 2)]
+    assert script.waiting_for == [("event", 1, 2), ("head", 1), ("response", 1)]
+    script.receive_head(1, [("mcp-session-id", "live-session")])
+    script.receive_event(1, "live-1", "")
+    assert script.ready() == []
+    script.receive_event(1, "live-2", encode(res(1, {})).decode())
+    assert script.ready() == [HttpRequest(2, "GET", "/mcp", [("Mcp-Session-Id", "live-session"),
+                                                               ("Last-Event-ID", "live-2")], None, None)]
+    assert script.finished and script.closes == {2}

@@ -1,0 +1,149 @@
+"""`tapes view` without a browser: the page is self-contained, safe with hostile cassettes, small,
+and its diagram model links what the issue asks for (the page itself is checked in Chromium by
+e2e/test_view_browser.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tapes.cassette.store import Cassette, Header, load
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.render.view import DETAIL_LIMIT, Difference, render_comparison, render_page
+
+from tests.support.paths import CASSETTES
+from tests.support.samples import resumed_http_cassette
+from tests.support.view_page import model_of
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+EVERYTHING_STDIO = CASSETTES / "everything-stdio-2025-11-25.tape"
+HOSTILE = '</script><script>window.injected=1</script><!--<img src=x onerror=alert(1)>'
+
+
+def rows_by_seq(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {row["seq"]: row for row in side["rows"]}
+
+
+def marks(row: dict[str, Any]) -> list[tuple[str, str, int | None]]:
+    return [(kind, text, target) for kind, text, target, _ in row.get("marks", [])]
+
+
+def message(seq: int, direction: Direction, body: Any, t: float | None = None) -> Frame:
+    return Frame(seq, seq / 100 if t is None else t, direction, STDIO, Kind.MESSAGE, body)
+
+
+def test_the_page_is_self_contained() -> None:
+    page = render_page(load(EVERYTHING_STDIO), EVERYTHING_STDIO.name)
+    assert "default-src 'none'" in page  # its CSP: nothing is fetched at view time
+    assert not re.search(r"<(link|img|iframe)\b|<script[^>]*\bsrc=|@import|url\(", page)
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+
+
+def test_cassette_content_cannot_break_out_of_the_page() -> None:
+    frames = [
+        message(1, C2S, {"jsonrpc": "2.0", "id": HOSTILE, "method": HOSTILE, "params": {HOSTILE: [HOSTILE]}}),
+        Frame(2, 0.02, S2C, STDIO, Kind.STDERR, data=HOSTILE.encode()),
+        Frame(3, 0.03, S2C, STDIO, Kind.RAW, data=b"\xff\xfe" + HOSTILE.encode()),
+    ]
+    cassette = Cassette(Header("stdio", {"command": [HOSTILE]}, labels={HOSTILE: HOSTILE}), frames, [HOSTILE])
+    page = render_page(cassette, HOSTILE)
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert "<img" not in page and "<!--" not in page
+    side = model_of(page)["sides"][0]
+    assert side["rows"][0]["what"].startswith(f"request {HOSTILE} #")  # intact: only escaped
+    assert side["title"] == HOSTILE
+
+
+def test_values_json_cannot_carry_still_make_a_valid_page() -> None:
+    frames = [
+        message(1, C2S, {"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"nan": float("nan"), "b": b"\x00\x01"}}),
+        message(2, S2C, {"jsonrpc": "2.0", "id": 1, "result": {"text": "lone \ud800 surrogate"}}),
+    ]
+    page = render_page(Cassette(Header("stdio", {}), frames), "odd.tape")
+    page.encode("utf-8")  # writable as UTF-8
+    rows = model_of(page)["sides"][0]["rows"]
+    assert rows[0]["body"]["message"]["params"] == {"nan": "nan", "b": "<2 bytes: AAE=>"}
+    assert rows[1]["body"]["message"]["result"]["text"] == "lone \ud800 surrogate"
+
+
+def test_a_huge_frame_is_cut_in_the_details_but_its_row_is_whole() -> None:
+    big = {"jsonrpc": "2.0", "id": 1, "result": {"text": "x" * (4 * DETAIL_LIMIT)}}
+    page = render_page(Cassette(Header("stdio", {}), [message(1, S2C, big)]), "big.tape")
+    row = model_of(page)["sides"][0]["rows"][0]
+    assert row["what"] == "result #1"
+    assert row["body"].startswith('{"message"') and row["body"].endswith("`tapes export` has them all)")
+    assert len(page) < 2 * DETAIL_LIMIT
+
+
+def test_a_thousand_frames_make_less_than_a_megabyte() -> None:
+    recorded = load(CASSETTES / "everything-stdio-2025-11-25.tape").frames
+    frames = [
+        Frame(n + 1, n * 0.01, frame.direction, frame.channel, frame.kind, frame.message, frame.data, frame.info)
+        for n, frame in enumerate(recorded[n % len(recorded)] for n in range(1000))
+    ]
+    page = render_page(Cassette(Header("stdio", {}), frames), "big.tape")
+    assert len(model_of(page)["sides"][0]["rows"]) == 1000
+    assert len(page.encode()) < 1_000_000
+
+
+def test_the_cancellation_and_the_race_are_marked() -> None:
+    rows = rows_by_seq(model_of(render_page(load(EVERYTHING_STDIO), "x"))["sides"][0])
+    assert ("cancel", "✕ cancels #10", 32) in marks(rows[34])  # notifications/cancelled → its request
+    assert ("race", "no response", None) in marks(rows[34])
+    assert ("cancel", "✕ cancelled", 34) in marks(rows[32])
+    assert ("late", "after cancel", 34) in marks(rows[38])  # progress went on after the cancel
+    assert ("progress", "progress ×5", 33) in marks(rows[32])
+    assert rows[32]["g"] == rows[33]["g"] == rows[34]["g"] == rows[41]["g"]  # one interaction
+
+
+@pytest.mark.parametrize(
+    ("response_at", "on_cancel", "on_response"),
+    [(0.5, "⚡ response still came", "⚡ after cancel"), (0.2, "⚡ too late: answered", "⚡ raced a cancel")],
+)
+def test_a_response_that_raced_a_cancel_is_marked(response_at: float, on_cancel: str, on_response: str) -> None:
+    frames = [
+        message(1, C2S, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "slow"}}, 0.1),
+        message(2, C2S, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}, 0.3),
+        message(3, S2C, {"jsonrpc": "2.0", "id": 5, "result": {}}, response_at),
+    ]
+    frames.sort(key=lambda frame: frame.t)
+    frames = [Frame(n, f.t, f.direction, f.channel, f.kind, f.message) for n, f in enumerate(frames, start=1)]
+    rows = model_of(render_page(Cassette(Header("stdio", {}), frames), "x"))["sides"][0]["rows"]
+    cancel = next(row for row in rows if "cancelled" in row["what"])
+    response = next(row for row in rows if row["what"] == "result #5")
+    assert ("race", on_cancel, response["seq"]) in marks(cancel)
+    assert ("race", on_response, cancel["seq"]) in marks(response)
+
+
+def test_a_server_request_and_its_answer_are_linked() -> None:
+    rows = rows_by_seq(model_of(render_page(load(EVERYTHING_STDIO), "x"))["sides"][0])
+    assert ("answer", "↩ answered at 30", 30) in marks(rows[29])  # sampling/createMessage #1
+    assert ("answer", "↪ answers server #1", 29) in marks(rows[30])
+    assert ("of", "for #9", 28) in marks(rows[29])
+
+
+def test_http_channels_are_named_by_what_they_carried() -> None:
+    side = model_of(render_page(resumed_http_cassette(), "x"))["sides"][0]
+    assert [(c["label"], c["end"]) for c in side["channels"]] == [
+        ("http:1 POST tools/call #7", "client_disconnect"),
+        ("http:2 GET resume", "closed"),
+    ]
+    rows = rows_by_seq(side)
+    assert [rows[seq].get("eid") for seq in (4, 5, 6, 10, 11)] == ["e0", "e1", "e2", "e3", "e4"]
+    assert ("resume", "⟲ resumes http:1 after e2", 6) in marks(rows[8])
+    assert ("resumed", "⟲ resumed by http:2", 8) in marks(rows[7])
+
+
+def test_a_comparison_highlights_the_differences_on_both_sides() -> None:
+    a = load(EVERYTHING_STDIO)
+    b = load(CASSETTES / "notes-stdio-2025-11-25.tape")
+    differences = [Difference("tools/call echo removed", (17, 18), (), "breaking"), Difference("same", (4,), (3,))]
+    model = model_of(render_comparison(a, b, differences, titles=("old.tape", "new.tape")))
+    old, new = model["sides"]
+    assert (old["title"], new["title"]) == ("old.tape", "new.tape")
+    assert rows_by_seq(old)[17]["notes"] == ["tools/call echo removed"]
+    assert rows_by_seq(new)[3]["notes"] == ["same"]
+    assert "notes" not in rows_by_seq(new)[4]
+    assert model["differences"][0] == {"note": "tools/call echo removed", "severity": "breaking", "a": [17, 18], "b": []}

@@ -1,0 +1,158 @@
+"""The replay engine on recordings built from wire lines: happens-before release, matching,
+re-stamping, server→client requests, cancellation, batches and the misses report."""
+
+from __future__ import annotations
+
+import json
+
+from tapes.cassette.frames import Frame
+from tapes.replay.engine import ReplayEngine
+from tapes.replay.outcomes import NO_MATCH
+from tapes.wire.jsonrpc import PARSE_ERROR
+
+from tests.support.messages import note, progress, req, res
+from tests.support.recordings import recording, send
+
+
+def test_response_gets_the_live_id_and_key_order_does_not_matter() -> None:
+    engine = ReplayEngine(recording(("c", req(1, "tools/call", {"name": "a", "arguments": {"x": 1, "y": 2}})),
+                                    ("s", res(1, {"content": []}))))
+    assert engine.start() == []
+    out = send(engine, req("live-9", "tools/call", {"arguments": {"y": 2, "x": 1}, "name": "a"}))
+    assert out == [res("live-9", {"content": []})]
+    assert engine.report.clean and engine.report.played == 1 and engine.report.unused == []
+
+
+def test_concurrent_requests_answered_in_live_order_not_recorded_order() -> None:
+    frames = recording(
+        ("c", req(1, "tools/call", {"name": "a"})),
+        ("c", req(2, "tools/call", {"name": "b"})),
+        ("s", res(1, "A")),
+        ("s", res(2, "B")),
+    )
+    engine = ReplayEngine(frames)
+    assert send(engine, req(10, "tools/call", {"name": "b"})) == [res(10, "B")]
+    assert send(engine, req(11, "tools/call", {"name": "a"})) == [res(11, "A")]
+    assert engine.report.clean
+
+
+def test_identical_requests_are_consumed_in_recorded_order() -> None:
+    engine = ReplayEngine(recording(("c", req(1, "ping")), ("s", res(1, "first")),
+                                    ("c", req(2, "ping")), ("s", res(2, "second"))))
+    assert send(engine, req(7, "ping")) == [res(7, "first")]
+    assert send(engine, req(8, "ping")) == [res(8, "second")]
+    assert send(engine, req(9, "ping"))[0]["error"]["code"] == NO_MATCH
+
+
+def test_progress_tokens_are_restamped_and_dropped_when_the_client_asks_for_none() -> None:
+    frames = recording(("c", req(4, "tools/call", {"name": "slow"}, token=4)),
+                       ("s", progress(4, 1)), ("s", progress(4, 2)), ("s", res(4, "done")))
+    out = send(ReplayEngine(frames), req(1, "tools/call", {"name": "slow"}, token="tok"))
+    assert out == [progress("tok", 1), progress("tok", 2), res(1, "done")]
+    out = send(ReplayEngine(frames), req(1, "tools/call", {"name": "slow"}))
+    assert out == [res(1, "done")]
+
+
+def test_server_request_waits_for_the_clients_answer() -> None:
+    frames = recording(
+        ("c", req(1, "tools/call", {"name": "ask"})),
+        ("s", req(0, "sampling/createMessage", {"messages": []})),
+        ("c", res(0, {"role": "assistant", "content": {"type": "text", "text": "hi"}})),
+        ("s", res(1, "answered")),
+    )
+    engine = ReplayEngine(frames)
+    assert send(engine, req(5, "tools/call", {"name": "ask"})) == [req(0, "sampling/createMessage", {"messages": []})]
+    # the live answer may differ from the recorded one: it is matched by the server request's id
+    assert send(engine, res(0, {"role": "assistant", "content": {"type": "text", "text": "other"}})) == [
+        res(5, "answered")
+    ]
+    assert engine.report.clean
+
+
+def test_response_recorded_after_a_cancel_is_held_until_the_live_cancel() -> None:
+    frames = recording(
+        ("c", req(3, "tools/call", {"name": "slow"}, token=3)),
+        ("s", progress(3, 1)),
+        ("c", note("notifications/cancelled", {"requestId": 3, "reason": "user"})),
+        ("s", res(3, "too late")),
+    )
+    engine = ReplayEngine(frames)
+    assert send(engine, req(8, "tools/call", {"name": "slow"}, token=8)) == [progress(8, 1)]
+    assert send(engine, note("notifications/cancelled", {"requestId": 8, "reason": "user"})) == [res(8, "too late")]
+    assert engine.report.clean
+
+
+def test_cancelled_call_without_recorded_response_gets_none() -> None:
+    frames = recording(
+        ("c", req(3, "tools/call", {"name": "slow"})),
+        ("c", note("notifications/cancelled", {"requestId": 3})),
+        ("c", req(4, "ping")),
+        ("s", res(4, {})),
+    )
+    engine = ReplayEngine(frames)
+    assert send(engine, req(1, "tools/call", {"name": "slow"})) == []
+    assert send(engine, note("notifications/cancelled", {"requestId": 1})) == []
+    assert send(engine, req(2, "ping")) == [res(2, {})]
+    assert engine.report.clean
+
+
+def test_untied_notifications_follow_the_client_message_recorded_before_them() -> None:
+    frames = recording(
+        ("c", req(1, "initialize", {"protocolVersion": "2025-06-18", "clientInfo": {"name": "x", "version": "1"}})),
+        ("s", res(1, {"protocolVersion": "2025-06-18"})),
+        ("c", note("notifications/initialized")),
+        ("s", note("notifications/tools/list_changed")),
+    )
+    engine = ReplayEngine(frames)
+    # clientInfo is volatile: another client version still matches
+    live_init = req(0, "initialize", {"protocolVersion": "2025-06-18", "clientInfo": {"name": "y", "version": "2"}})
+    assert send(engine, live_init) == [res(0, {"protocolVersion": "2025-06-18"})]
+    assert send(engine, note("notifications/initialized")) == [note("notifications/tools/list_changed")]
+
+
+def test_unmatched_request_names_the_nearest_candidate_and_the_differing_path() -> None:
+    frames = recording(("c", req(1, "tools/list")), ("s", res(1, {})),
+                       ("c", req(2, "tools/call", {"name": "weather", "arguments": {"city": "Paris"}})),
+                       ("s", res(2, "sunny")))
+    engine = ReplayEngine(frames)
+    [error] = send(engine, req(5, "tools/call", {"name": "weather", "arguments": {"city": "Lyon"}}))
+    assert error["id"] == 5 and error["error"]["code"] == NO_MATCH
+    message = error["error"]["message"]
+    assert "tools/call #2" in message and '/params/arguments/city: "Paris" → "Lyon"' in message
+    assert not engine.report.clean and engine.report.unmatched[0].summary == "tools/call id 5"
+    assert engine.report.unused == ["tools/list #1 (frame 1)", "tools/call #2 (frame 3)"]
+
+
+def test_garbage_from_the_client_gets_a_parse_error_unless_it_was_recorded() -> None:
+    frames = recording(("c", b"not json"), ("s", b"also not json"))
+    engine = ReplayEngine(frames)
+    assert [a.payload for a in engine.receive(b"not json").actions] == [b"also not json"]
+    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken").replies]
+    assert error["error"]["code"] == PARSE_ERROR and error["id"] is None
+
+
+def test_batch_elements_are_matched_one_by_one_and_answered_as_a_batch() -> None:
+    frames = recording(("c", [req(1, "ping"), req(2, "tools/list")]), ("s", [res(1, {}), res(2, {"tools": []})]))
+    engine = ReplayEngine(frames)
+    assert send(engine, [req("a", "tools/list"), req("b", "ping")]) == [[res("b", {}), res("a", {"tools": []})]]
+
+
+def test_server_output_before_any_client_message_is_released_at_start_and_exit_after_stdin_closes() -> None:
+    frames = recording(("s", note("notifications/message", {"level": "info", "data": "up"})),
+                       ("c", req(1, "ping")), ("s", res(1, {})), ("c_end", None), ("exit", 0))
+    engine = ReplayEngine(frames)
+    assert [json.loads(a.payload) for a in engine.start()] == [note("notifications/message", {"level": "info", "data": "up"})]
+    send(engine, req(1, "ping"))
+    [exit_action] = engine.end()
+    assert exit_action.frame is not None and exit_action.frame.info == {"code": 0, "signal": None}
+
+
+def test_a_message_holding_bytes_is_refused_in_one_sentence() -> None:
+    import pytest
+
+    from tapes.cassette.store import CassetteError
+    from tapes.cassette.frames import Direction, Kind
+
+    bad = Frame(1, 0.0, Direction.CLIENT_TO_SERVER, "stdio", Kind.MESSAGE, req(1, "ping", {"x": b"\x00"}))
+    with pytest.raises(CassetteError, match="frame 1 holds a message that is not JSON"):
+        ReplayEngine([bad])

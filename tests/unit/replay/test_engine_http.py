@@ -1,0 +1,120 @@
+"""The replay engine on HTTP recordings: frames go out on their exchange, after what the client
+sent on it; GET streams are opened by the live client; SSE events are re-stamped; sessions split."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tapes.replay.engine import ReplayEngine
+from tapes.cassette.frames import Direction, Kind
+from tapes.replay.sessions import split_sessions
+
+from tests.support.messages import note, progress, req, res
+from tests.support.recordings import Recording
+
+C, S = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+def session_recording() -> Recording:
+    r = Recording()
+    r.post(1, req(1, "initialize", {"protocolVersion": "2025-11-25"}))
+    r.head(1, 200, session="s1")
+    r.event(1, "1-1", res(1, {"protocolVersion": "2025-11-25"}))
+    r.end(1)
+    r.post(2, note("notifications/initialized"), session="s1")
+    r.head(2, 202, sse=False)
+    r.end(2)
+    r.get(3, "s1")
+    r.head(3, 200)
+    r.post(4, req(2, "tools/call", {"name": "ask"}, token=2), session="s1")
+    r.head(4, 200)
+    r.event(4, "4-1", progress(2, 1))
+    r.event(4, "4-2", req(0, "sampling/createMessage", {"messages": []}))
+    r.event(3, "3-1", note("notifications/resources/list_changed"))
+    r.post(5, res(0, {"role": "assistant"}), session="s1")
+    r.head(5, 202, sse=False)
+    r.end(5)
+    r.event(4, "4-3", res(2, "done"))
+    r.end(4)
+    return r
+
+
+def what(actions: list[Any]) -> list[tuple[str, str, Any]]:
+    """(channel, kind, message or status) of each released action."""
+    out = []
+    for action in actions:
+        frame = action.frame
+        detail = frame.info.get("status") if frame.kind is Kind.HTTP_RESPONSE else (
+            json.loads(action.payload) if frame.message is not None else None)
+        out.append((frame.channel, frame.kind.value, detail))
+    return out
+
+
+def test_each_exchange_is_answered_on_its_channel_with_restamped_events() -> None:
+    engine = ReplayEngine(session_recording().frames)
+    assert engine.start() == []
+    got = engine.receive(json.dumps(req(7, "initialize", {"protocolVersion": "2025-11-25"})).encode())
+    assert got.channel == "http:1"
+    assert what(got.actions) == [("http:1", "http_response", 200),
+                                 ("http:1", "sse_event", res(7, {"protocolVersion": "2025-11-25"})),
+                                 ("http:1", "stream_end", None)]
+    got = engine.receive(json.dumps(note("notifications/initialized")).encode())
+    assert got.channel == "http:2" and what(got.actions) == [("http:2", "http_response", 202), ("http:2", "stream_end", None)]
+    # the tool call is answered on its own stream; the server's sampling request rides it too
+    got = engine.receive(json.dumps(req(8, "tools/call", {"name": "ask"}, token="t8")).encode())
+    assert got.channel == "http:4"
+    assert what(got.actions) == [("http:4", "http_response", 200), ("http:4", "sse_event", progress("t8", 1)),
+                                 ("http:4", "sse_event", req(0, "sampling/createMessage", {"messages": []}))]
+    got = engine.receive(json.dumps(res(0, {"role": "assistant", "model": "other"})).encode())
+    assert got.channel == "http:5"
+    assert what(got.actions) == [("http:5", "http_response", 202), ("http:5", "stream_end", None),
+                                 ("http:4", "sse_event", res(8, "done")), ("http:4", "stream_end", None)]
+    assert engine.report.clean
+
+
+def test_standalone_get_stream_frames_wait_for_the_live_get() -> None:
+    engine = ReplayEngine(session_recording().frames)
+    engine.receive(json.dumps(req(1, "initialize", {"protocolVersion": "2025-11-25"})).encode())
+    engine.receive(json.dumps(note("notifications/initialized")).encode())
+    calls = engine.receive(json.dumps(req(2, "tools/call", {"name": "ask"}, token=2)).encode())
+    assert all(action.frame.channel == "http:4" for action in calls.actions)
+    opened = engine.open("GET")
+    assert opened.channel == "http:3"
+    assert what(opened.actions) == [("http:3", "http_response", 200),
+                                    ("http:3", "sse_event", note("notifications/resources/list_changed"))]
+    assert engine.open("GET").channel is None  # only one GET stream was recorded
+    assert engine.open("GET", "4-2").channel is None  # nor any resumption
+
+
+def test_recorded_resumption_is_matched_by_its_last_event_id() -> None:
+    r = Recording()
+    r.post(1, req(1, "tools/call", {"name": "slow"}, token=1), session="s")
+    r.head(1, 200)
+    r.event(1, "e1", progress(1, 1))
+    r.add(S, 1, Kind.STREAM_END, reason="client_disconnect")
+    r.get(2, "s", last_event_id="e1")
+    r.head(2, 200)
+    r.event(2, "e2", res(1, "ok"))
+    r.end(2)
+    engine = ReplayEngine(r.frames)
+    got = engine.receive(json.dumps(req(5, "tools/call", {"name": "slow"})).encode())
+    # no progress token live: the progress event is not sent; the recorded cut is
+    assert what(got.actions) == [("http:1", "http_response", 200), ("http:1", "stream_end", None)]
+    resumed = engine.open("GET", "e1")
+    assert resumed.channel == "http:2"
+    assert what(resumed.actions) == [("http:2", "http_response", 200), ("http:2", "sse_event", res(5, "ok")),
+                                     ("http:2", "stream_end", None)]
+
+
+def test_sessions_are_split_by_session_id_and_legacy_endpoint() -> None:
+    r = session_recording()
+    frames = r.frames
+    other = Recording()
+    other.add(C, 9, Kind.HTTP_REQUEST, method="GET", path="/sse", headers=[])
+    other.add(S, 9, Kind.HTTP_RESPONSE, status=200, headers=[])
+    other.add(S, 9, Kind.SSE_EVENT, None, data=b"/message?sessionId=abc", id=None, event="endpoint", retry=None)
+    other.add(C, 10, Kind.HTTP_REQUEST, method="POST", path="/message?sessionId=abc", headers=[])
+    other.add(C, 10, Kind.MESSAGE, req(1, "ping"))
+    sessions = split_sessions(frames + other.frames)
+    assert [(s.session_id, len(s.frames)) for s in sessions] == [("s1", len(frames)), ("abc", 5)]

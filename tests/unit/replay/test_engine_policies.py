@@ -1,0 +1,137 @@
+"""Replay control in the engine: race policies, repeats policies, named matchers, recorded gaps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tapes.replay.engine import Race, Repeats, ReplayEngine
+from tapes.replay.outcomes import NO_MATCH
+from tapes.errors import UserError
+from tapes.replay.matching import matcher_named, register_matcher
+
+from tests.support.messages import note, progress, req, res
+from tests.support.recordings import recording, send
+
+# A call the client cancelled after the first progress; the server answered anyway, after the cancel.
+RACE = recording(
+    ("c", req(1, "tools/call", {"name": "slow"}, token=1)),
+    ("s", progress(1, 1)),
+    ("c", note("notifications/cancelled", {"requestId": 1})),
+    ("s", res(1, "finished anyway")),
+    ("c", req(2, "ping")),
+    ("s", res(2, {})),
+)
+CALL = req(10, "tools/call", {"name": "slow"}, token=10)
+CANCEL = note("notifications/cancelled", {"requestId": 10})
+
+
+def test_recorded_race_sends_the_response_after_the_live_cancel() -> None:
+    engine = ReplayEngine(RACE)
+    assert send(engine, CALL) == [progress(10, 1)]
+    assert send(engine, CANCEL) == [res(10, "finished anyway")]
+
+
+def test_cancel_wins_suppresses_the_response() -> None:
+    engine = ReplayEngine(RACE, race=Race.CANCEL_WINS)
+    assert send(engine, CALL) == [progress(10, 1)]
+    assert send(engine, CANCEL) == []
+    assert send(engine, req(11, "ping")) == [res(11, {})]
+    assert engine.report.clean
+
+
+def test_cancel_wins_holds_a_response_recorded_before_the_cancel() -> None:
+    frames = recording(
+        ("c", req(1, "tools/call", {"name": "quick"}, token=1)),
+        ("s", progress(1, 1)),
+        ("s", res(1, "done")),
+        ("c", note("notifications/cancelled", {"requestId": 1})),
+    )
+    engine = ReplayEngine(frames, race=Race.CANCEL_WINS)
+    assert send(engine, req(5, "tools/call", {"name": "quick"}, token=5)) == [progress(5, 1)]
+    assert send(engine, note("notifications/cancelled", {"requestId": 5})) == []
+    assert ReplayEngine(frames).receive(json.dumps(req(5, "tools/call", {"name": "quick"}, token=5)).encode()).actions
+
+
+def test_response_wins_answers_before_the_cancel() -> None:
+    engine = ReplayEngine(RACE, race=Race.RESPONSE_WINS)
+    assert send(engine, CALL) == [progress(10, 1), res(10, "finished anyway")]
+    assert send(engine, CANCEL) == []
+    assert engine.report.clean
+
+
+def test_cancel_wins_honours_an_unrecorded_cancel() -> None:
+    frames = recording(
+        ("c", req(1, "tools/call", {"name": "ask"})),
+        ("s", req(0, "sampling/createMessage", {})),
+        ("c", res(0, {})),
+        ("s", res(1, "answer")),
+    )
+    engine = ReplayEngine(frames, race=Race.CANCEL_WINS)
+    assert send(engine, req(3, "tools/call", {"name": "ask"})) == [req(0, "sampling/createMessage", {})]
+    assert send(engine, note("notifications/cancelled", {"requestId": 3})) == []
+    assert send(engine, res(0, {})) == []  # the response is suppressed
+    assert engine.report.clean
+
+
+PINGS = recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": ["a"]})),
+                  ("c", req(2, "ping")), ("s", res(2, {})))
+
+
+def test_repeats_in_order_is_a_miss_and_allow_answers_again() -> None:
+    strict_count = ReplayEngine(PINGS)
+    send(strict_count, req(1, "tools/list"))
+    assert send(strict_count, req(2, "tools/list"))[0]["error"]["code"] == NO_MATCH
+    allowing = ReplayEngine(PINGS, repeats=Repeats.ALLOW)
+    send(allowing, req(1, "tools/list"))
+    assert send(allowing, req(7, "tools/list")) == [res(7, {"tools": ["a"]})]
+    assert allowing.report.clean and allowing.report.repeated == 1
+    assert "1 repeated" in allowing.report.lines()[0]
+
+
+def test_strict_order_refuses_a_request_out_of_order() -> None:
+    engine = ReplayEngine(PINGS, repeats=Repeats.STRICT)
+    [error] = send(engine, req(1, "ping"))
+    assert "recorded order" in error["error"]["message"] and "tools/list #1" in error["error"]["message"]
+    assert send(engine, req(2, "tools/list")) == [res(2, {"tools": ["a"]})]
+    assert send(engine, req(3, "ping")) == [res(3, {})]
+
+
+WEATHER = recording(("c", req(1, "tools/call", {"name": "w", "arguments": {"city": "Paris"}, "_meta": {"x": 1}})),
+                    ("s", res(1, "sunny")))
+
+
+@pytest.mark.parametrize(
+    ("matcher", "live_params", "matches"),
+    [
+        ("default", {"name": "w", "arguments": {"city": "Paris"}}, True),
+        ("exact", {"name": "w", "arguments": {"city": "Paris"}}, False),
+        ("exact", {"name": "w", "arguments": {"city": "Paris"}, "_meta": {"x": 1}}, True),
+        ("method", {"name": "other"}, True),
+        ("params-subset", {"name": "w", "arguments": {"city": "Paris", "units": "C"}}, True),
+        ("params-subset", {"name": "w", "arguments": {}}, False),
+    ],
+)
+def test_named_matchers(matcher: str, live_params: dict, matches: bool) -> None:
+    engine = ReplayEngine(WEATHER, matcher_named(matcher))
+    [reply] = send(engine, req(4, "tools/call", live_params))
+    assert (reply == res(4, "sunny")) is matches
+
+
+def test_ignored_paths_and_registered_matchers() -> None:
+    engine = ReplayEngine(WEATHER, matcher_named("default", ignore=["/arguments/city"]))
+    assert send(engine, req(4, "tools/call", {"name": "w", "arguments": {"city": "Lyon"}})) == [res(4, "sunny")]
+    register_matcher("same-tool", lambda recorded, live: recorded["params"]["name"] == live["params"]["name"])
+    engine = ReplayEngine(WEATHER, matcher_named("same-tool"))
+    assert send(engine, req(4, "tools/call", {"name": "w", "arguments": 3})) == [res(4, "sunny")]
+    with pytest.raises(UserError, match="no matcher named 'nope'"):
+        matcher_named("nope")
+
+
+def test_actions_carry_the_recorded_gaps() -> None:
+    frames = recording(("c", req(1, "tools/call", {"name": "slow"}, token=1)), ("s", progress(1, 1)),
+                       ("s", progress(1, 2)), ("s", res(1, "done")))
+    # recording() stamps frame i at time i
+    actions = ReplayEngine(frames).receive(json.dumps(req(1, "tools/call", {"name": "slow"}, token=1)).encode()).actions
+    assert [a.gap for a in actions] == [1.0, 1.0, 1.0]

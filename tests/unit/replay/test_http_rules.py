@@ -1,0 +1,69 @@
+"""The HTTP rules the replayer applies (tapes.replay.http_rules), unit by unit: Origin,
+MCP-Protocol-Version, the 2026-07-28 standard headers against the body, replayed response
+headers, the legacy endpoint rewrite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tapes.replay.http_rules import header_mismatch, origin_allowed, replayed_headers, version_problem
+from tapes.wire.http import moved_to_origin
+
+from tests.support.messages import req
+
+
+MIRRORED = {"execute_sql": {"mcp-param-region": "region"}}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return req(1, "tools/call", {"name": name, "arguments": arguments})
+
+
+@pytest.mark.parametrize("origin, allowed", [(None, True), ("http://localhost:3000", True), ("http://127.0.0.1", True),
+                                             ("http://[::1]:8080", True), ("http://evil.example", False),
+                                             ("null", False), ("http://localhost.evil.example", False)])
+def test_origin(origin: str | None, allowed: bool) -> None:
+    assert origin_allowed(origin, {"localhost", "127.0.0.1", "::1"}) is allowed
+
+
+def test_protocol_version() -> None:
+    assert version_problem(None) is None and version_problem("2025-06-18") is None
+    assert "unsupported MCP-Protocol-Version '2099-01-01'" in (version_problem("2099-01-01") or "")
+
+
+@pytest.mark.parametrize("headers, message, problem", [
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")], call("echo"), None),
+    ([("mcp-method", "tools/call")], call("echo"), "required Mcp-Name header is missing"),
+    ([], call("echo"), "required Mcp-Method header is missing"),
+    ([("Mcp-Method", "tools/list")], call("echo"), "Mcp-Method header value 'tools/list' does not match body value 'tools/call'"),
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "foo")], call("bar"), "Mcp-Name header value 'foo' does not match body value 'bar'"),
+    ([("Mcp-Method", "resources/read"), ("Mcp-Name", "file:///a")], req(1, "resources/read", {"uri": "file:///a"}), None),
+    ([("Mcp-Method", "notifications/initialized")], {"jsonrpc": "2.0", "method": "notifications/initialized"}, None),
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "execute_sql"), ("Mcp-Param-Region", "us-west1")],
+     call("execute_sql", region="us-west1", query="q"), None),
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "execute_sql"), ("Mcp-Param-Region", "=?base64?SGVsbG8sIOS4lueVjA==?=")],
+     call("execute_sql", region="Hello, 世界"), None),
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "execute_sql")], call("execute_sql", region="eu"), "mcp-param-region header is missing"),
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "execute_sql"), ("Mcp-Param-Region", "us")],
+     call("execute_sql", region="eu"), "value 'us' does not match body value 'eu'"),
+    ([("Mcp-Method", "tools/call"), ("Mcp-Name", "execute_sql")], call("execute_sql", region=None), None),
+])
+def test_standard_headers_against_the_body(headers: list[tuple[str, str]], message: Any, problem: str | None) -> None:
+    found = header_mismatch(headers, message, MIRRORED)
+    assert found is None if problem is None else problem in (found or "")
+
+
+def test_replayed_headers_leave_out_the_recorded_connection() -> None:
+    recorded = [["Date", "x"], ["content-type", "text/event-stream"], ["Transfer-Encoding", "chunked"],
+                ["mcp-session-id", "s"], ["Content-Length", "9"], ["x-accel-buffering", "no"]]
+    assert replayed_headers(recorded) == [("content-type", "text/event-stream"), ("mcp-session-id", "s"),
+                                          ("x-accel-buffering", "no")]
+
+
+def test_legacy_endpoint_points_at_the_replayer() -> None:
+    assert moved_to_origin("/message?sessionId=a", "http://up:1/sse", "http://127.0.0.1:9") == "/message?sessionId=a"
+    assert moved_to_origin("http://up:1/messages/?session_id=a", "http://up:1/sse", "http://127.0.0.1:9") == (
+        "http://127.0.0.1:9/messages/?session_id=a")
+    assert moved_to_origin("http://other/m", "http://up:1/sse", "http://127.0.0.1:9") == "http://other/m"
