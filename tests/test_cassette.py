@@ -473,3 +473,37 @@ def test_cli_error_is_one_line_without_traceback(tmp_path: Path, damage: str) ->
 def test_format_version_is_in_the_header(tmp_path: Path) -> None:
     content = _write(tmp_path / "a.tape", [])
     assert msgpack.unpackb(content)["mcp-tapes"] == FORMAT_VERSION
+
+
+# --- format versions ------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_committed_v1_cassette_still_loads_as_its_json_lines_twin(tmp_path: Path) -> None:
+    """tests/data/weather-v1.tape is cassettes/example/weather.tape as format 1 wrote it (maps)."""
+    v1 = load(ROOT / "tests" / "data" / "weather-v1.tape")
+    twin = load(ROOT / "cassettes" / "example" / "weather.jsonl")
+    assert v1.header.format == 1 and v1.warnings == []
+    assert (v1.header, v1.frames) == (twin.header, twin.frames)
+    assert len(v1.frames) > 10
+    save(v1, tmp_path / "v2.tape")  # saving writes v2, with the same content
+    v2 = load(tmp_path / "v2.tape")
+    assert v2.header.format == 2 and (v2.header, v2.frames) == (v1.header, v1.frames)
+
+
+def test_v2_frames_are_arrays_that_name_a_channel_once(tmp_path: Path) -> None:
+    content = _write(tmp_path / "a.tape", EVERY_KIND)
+    objects = list(msgpack.Unpacker(io.BytesIO(content), raw=False))
+    assert objects[0]["mcp-tapes"] == 2
+    arrays = objects[1:]
+    assert all(type(array) is list and 5 <= len(array) <= 8 for array in arrays)
+    assert [array[3] for array in arrays] == ["stdio", 0, 0, 0, 0, HTTP, 1, 1, 1, 0, 0, 0]
+    assert arrays[3] == [4, 0.03, 1, 0, 1, None, b"\xff\xfe not JSON \x00"]  # trailing empty fields left out
+
+
+def test_json_lines_keeps_the_v1_layout(tmp_path: Path) -> None:
+    save(Cassette(HEADER, EVERY_KIND[:1]), tmp_path / "a.jsonl", jsonl=True)
+    header, frame = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert header.startswith('{"mcp-tapes":1,')
+    assert frame.startswith('{"seq":1,"t":0.0,"dir":"c2s","ch":"stdio","kind":"message","msg":')

@@ -482,17 +482,14 @@ def _load_msgpack(file: BinaryIO, size: int, name: str) -> Cassette:
 
     frames: list[Frame] = []
     warnings: list[str] = []
-    offsets = [unpacker.tell()]  # where the object being read starts, once read() needs it
     try:
-        read(unpacker, frames, offsets)
-    except _BadFrame as error:
-        number = len(frames) + 1
-        raise CassetteError(f"{name}: frame {number} (byte {offsets[-1]}) is not a valid frame ({error})") from None
-    except ValueError as error:  # FormatError, StackError, BufferFull, bad UTF-8, refused extensions
-        raise CassetteError(
-            f"{name}: frame {len(frames) + 1} (byte {offsets[-1]}) is not valid msgpack ({_msgpack_problem(error)})"
-        ) from None
-    offset = offsets[-1]
+        offset = read(unpacker, frames)  # the end of the last whole object
+    except (_BadFrame, ValueError) as error:  # ValueError: FormatError, StackError, bad UTF-8, refused extensions
+        number = read.records if capture is not None else len(frames)  # type: ignore[attr-defined]
+        where = f"{name}: frame {number + 1} (byte {_offset_of_object(file, number + 1)})"
+        if isinstance(error, _BadFrame):
+            raise CassetteError(f"{where} is not a valid frame ({error})") from None
+        raise CassetteError(f"{where} is not valid msgpack ({_msgpack_problem(error)})") from None
     if offset < size:
         # A cut can only leave the start of a frame; anything else there is damage, not a crash.
         file.seek(offset)
@@ -512,25 +509,38 @@ def _may_start_a_v1_frame(start: bytes) -> bool:
     return any(frame_start.startswith(start) for frame_start in _V1_FRAME_STARTS)
 
 
-def _v1_frames(unpacker: msgpack.Unpacker, frames: list[Frame], offsets: list[int]) -> None:
-    append, tell, note = frames.append, unpacker.tell, offsets.append
+def _offset_of_object(file: BinaryIO, index: int) -> int:
+    """Where the object after the first `index` (the header is object 0) starts. Found again
+    only when something is wrong there: noting every offset as it goes slowed loading."""
+    file.seek(0)
+    unpacker = msgpack.Unpacker(file, max_buffer_size=0)
+    for _ in range(index):
+        unpacker.skip()
+    return unpacker.tell()
+
+
+def _v1_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
+    append, tell = frames.append, unpacker.tell
+    end = tell()
     for record in unpacker:
         try:
             append(frame_from_record(record))
         except ValueError as error:
             raise _BadFrame(error) from None
-        note(tell())
+        end = tell()
+    return end
 
 
-def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame], offsets: list[int]) -> None:
+def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
     """The hot loop of loading: the common frame is checked inline, and anything unusual goes
     through `frame_problem` (which also names what is wrong)."""
-    append, tell, note = frames.append, unpacker.tell, offsets.append
+    append, tell = frames.append, unpacker.tell
+    end = tell()
     channels: list[str] = []
     directions, kinds = DIRECTION_CODES, KIND_CODES
     message_kind, stderr_kind = Kind.MESSAGE, Kind.STDERR
     pad = [None, None, None]
-    mutable, frame_class, isfinite, jsonrpc = _MutableFrame, Frame, math.isfinite, _plain_jsonrpc
+    mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
     for record in unpacker:
         if type(record) is not list or not 5 <= len(record) <= 8:
             raise _BadFrame("it is not an array of 5 to 8 fields")
@@ -547,9 +557,11 @@ def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame], offsets: list[in
         elif type(channel) is str:
             channel = sys.intern(channel)
             channels.append(channel)
+        # The common frames: a canonical request, notification or result; a stderr line.
         if (
             type(seq) is int and type(t) is float and isfinite(t) and info is None
-            and ((kind is message_kind and data is None and jsonrpc(message))
+            and ((kind is message_kind and data is None and type(message) is dict and message.get("jsonrpc") == "2.0"
+                  and (type(message.get("method")) is str or ("id" in message and "result" in message)))
                  or (kind is stderr_kind and message is None and type(data) is bytes))
         ):  # fmt: skip
             frame = mutable(seq, t, direction, channel, kind, message, data, info)
@@ -560,14 +572,8 @@ def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame], offsets: list[in
             except ValueError as error:
                 raise _BadFrame(error) from None
         append(frame)
-        note(tell())
-
-
-def _plain_jsonrpc(message: Any) -> bool:
-    """The common case of `classify` (one request, notification or result), quickly."""
-    return type(message) is dict and message.get("jsonrpc") == "2.0" and (
-        type(message.get("method")) is str or ("id" in message and "result" in message)
-    )
+        end = tell()
+    return end
 
 
 class _capture_reader:
@@ -578,15 +584,19 @@ class _capture_reader:
         unapplied = capture.get("unapplied") if type(capture) is dict else None
         self._unapplied = [label for label in unapplied if type(label) is str] if type(unapplied) is list else []
         self._framer = CaptureFramer()
+        self.records = 0
 
-    def __call__(self, unpacker: msgpack.Unpacker, frames: list[Frame], offsets: list[int]) -> None:
-        tell, note, framed = unpacker.tell, offsets.append, self._framer.record
+    def __call__(self, unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
+        framed, tell = self._framer.record, unpacker.tell
+        end = tell()
         for record in unpacker:
             try:
                 frames += framed(record)
             except ValueError as error:
                 raise _BadFrame(error) from None
-            note(tell())
+            self.records += 1
+            end = tell()
+        return end
 
     def finish(self, frames: list[Frame], warnings: list[str]) -> None:
         frames += self._framer.finish()
