@@ -23,6 +23,7 @@ EXIT = 2 * len(Stream)
 
 # fixarray(3), float 64, positive fixint, bin 32: the head of a chunk record, its bytes follow.
 _CHUNK_HEAD = struct.Struct(">BBdBBI")
+CHUNK_HEAD_SIZE = _CHUNK_HEAD.size
 
 
 def chunk_head(t: float, code: int, size: int) -> bytes:
