@@ -42,13 +42,14 @@ C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 class Session:
     """`tapes record` started on pipes, as an MCP client starts a server command."""
 
-    def __init__(self, cassette: Path, server: list[str]) -> None:
+    def __init__(self, cassette: Path, server: list[str], preexec_fn: Callable[[], None] | None = None) -> None:
         self.proc = subprocess.Popen(
             [*TAPES, "record", "-o", str(cassette), "--", *server],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             bufsize=0,
+            preexec_fn=preexec_fn,
         )
         self.sent = bytearray()
         self.received = bytearray()  # everything read from the recorder's stdout
@@ -524,15 +525,15 @@ def test_a_write_error_mid_session_keeps_what_was_written(tmp_path: Path) -> Non
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write instead of killing the writer
         resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
 
-    proc = subprocess.Popen(
-        [*TAPES, "record", "-o", str(cassette_path), "--", *PEER, "echo"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limit,
-    )  # fmt: skip
+    session = Session(cassette_path, [*PEER, "echo"], preexec_fn=limit)
     lines = [b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"pad":"%s"}}\n' % (n, b"y" * 1000) for n in range(200)]
-    stdout, stderr = proc.communicate(b"".join(lines), timeout=TIMEOUT)
-    assert stdout == b"".join(lines)  # the whole session went through
-    assert proc.returncode == 1
-    assert stderr.count(b"\n") == 1 and b"cannot be written (a write stopped part way, as on a full disk); the session goes on" in stderr
+    for line in lines:  # one at a time: the cassette fills up part way through the session
+        session.send(line)
+        assert session.read_line() == line
+    session.close_stdin()
+    assert session.finish() == 1
+    assert session.stderr.count(b"\n") == 1
+    assert b"cannot be written (a write stopped part way, as on a full disk); the session goes on" in session.stderr
 
     cassette = load(cassette_path)  # the capture as far as it went
     c2s = wire(cassette, C2S)
