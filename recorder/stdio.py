@@ -30,7 +30,7 @@ import msgpack
 from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head, exit_record
 from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 from tapes.cassette.stdio_framer import Stream
-from tapes.cassette.store import Cassette, CassetteError, Header, load, replace_file
+from tapes.cassette.store import Cassette, CassetteError, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
@@ -252,5 +252,4 @@ class _Capture:
             if self.failed:
                 return
             self.failed = True
-        _say(f"{self._output}: cannot be written ({reason}); the session goes on unrecorded and "
-             "tapes record will exit non-zero")
+        _say(recording_stopped(self._output, reason))

@@ -49,6 +49,11 @@ class CassetteError(UserError):
     """A cassette that cannot be read or written; the message is one sentence for the user."""
 
 
+def recording_stopped(path: str, reason: str) -> str:
+    """What a recorder says when its cassette cannot be written any more (it goes on forwarding)."""
+    return f"{path}: cannot be written ({reason}); the session goes on unrecorded and tapes record will exit non-zero"
+
+
 @dataclass(frozen=True)
 class Header:
     transport: str  # "stdio" or "http"
@@ -266,21 +271,32 @@ _INFO_CHECKS = {
 
 
 class CassetteWriter:
-    """Appends frames to a msgpack cassette; every `write` call is flushed before it returns,
-    so a crash can cut at most the frames of the call in progress."""
+    """Appends frames to a msgpack cassette; every `write` call is on disk (in the page cache)
+    before it returns, so a crash can cut at most the frames of the call in progress.
+
+    Opening a path that cannot be opened raises CassetteError; a write that fails (a full disk,
+    an I/O error) raises OSError, the header's too, and leaves nothing to flush at close."""
 
     def __init__(self, path: str | os.PathLike[str] | BinaryIO, header: Header) -> None:
         if hasattr(path, "write"):
             self._file: BinaryIO = path  # type: ignore[assignment]
         else:
-            self._file = _open_for_writing(path, "wb")  # type: ignore[assignment]
+            self._file = _open_for_writing(path, "wb", buffering=0)  # type: ignore[assignment]
         self._pack = msgpack.Packer().pack
         self._channels: dict[str, int] = {}
-        self._file.write(self._pack(header.record()))
-        self._file.flush()
+        try:
+            self._put(self._pack(header.record()))
+        except OSError:
+            self.close()
+            raise
 
     def write(self, frames: Iterable[Frame]) -> None:
-        self._file.write(b"".join([self._packed(frame) for frame in frames]))
+        self._put(b"".join([self._packed(frame) for frame in frames]))
+
+    def _put(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) :]
         self._file.flush()
 
     def _packed(self, frame: Frame) -> bytes:
