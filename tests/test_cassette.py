@@ -154,7 +154,7 @@ _JSON = st.recursive(
 _INT = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 _TEXT_OR_NONE = st.none() | st.text(max_size=10)
 _MESSAGE = st.fixed_dictionaries(
-    {"jsonrpc": st.just("2.0"), "method": st.text(max_size=10)}, optional={"id": _INT, "params": _JSON}
+    {"jsonrpc": st.just("2.0"), "method": st.text(max_size=10)}, optional={"id": _INT, "params": st.dictionaries(st.text(), _JSON, max_size=3) | st.lists(_JSON, max_size=3)}
 ) | st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": _INT | st.text(), "result": _JSON})
 _HEADERS = st.lists(st.lists(st.text(max_size=8), min_size=2, max_size=2), max_size=3)
 # What each kind holds (the frame model that loading checks), with anything else left free.
@@ -273,6 +273,12 @@ def _raw(**changes: object) -> bytes:
         pytest.param(_raw(kind=0, data=None), "message frame without a message", id="no msg"),
         pytest.param(_raw(kind=0, msg={"a": 1}), "its message is not a JSON-RPC message or batch", id="not JSON-RPC"),
         pytest.param(_raw(kind=0, msg=[]), "its message is not a JSON-RPC message or batch", id="empty batch"),
+        pytest.param(_raw(kind=0, msg={"jsonrpc": "2.0", "id": [], "result": {}}), "id that is not", id="id a list"),
+        pytest.param(_raw(kind=0, msg={"jsonrpc": "2.0", "id": True, "method": "x"}), "id that is not", id="id bool"),
+        pytest.param(_raw(kind=0, msg=[{"jsonrpc": "2.0", "method": "x", "params": 1}]), "params", id="params 1"),
+        pytest.param(
+            _raw(kind=0, msg={"jsonrpc": "2.0", "id": 1, "error": {"code": "x"}}), "error without", id="bad error"
+        ),
         pytest.param(_raw(msg={"jsonrpc": "2.0", "method": "x"}), "it is a raw frame with a message", id="raw + msg"),
         pytest.param(_raw(kind=3, info={"method": "GET", "path": "/"}), "headers are not a list", id="no headers"),
         pytest.param(_raw(kind=4, info={"status": "200", "headers": []}), "info status is str, not int", id="status"),

@@ -234,10 +234,24 @@ def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data
             return "it is a message frame without a message"
         if classify(message) is MessageType.INVALID:
             return "its message is not a JSON-RPC message or batch"
+        for item in message if type(message) is list else (message,):
+            if type(item.get("id")) not in _ID_TYPES:
+                return "its message has an id that is not a string, a number or null"
+            if type(item.get("params")) not in _PARAMS_TYPES:
+                return "its message has params that are neither an object nor an array"
+            error = item.get("error")
+            if "result" not in item and "method" not in item and (
+                type(error.get("code")) is not int or type(error.get("message")) is not str
+            ):
+                return "its message has an error without an integer code and a string message"
     elif message is not None:
         return f"it is a {kind} frame with a message"
     checks = _INFO_CHECKS.get(kind)
     return checks(info or {}) if checks else None
+
+
+_ID_TYPES = frozenset((str, int, float, type(None)))  # JSON-RPC 2.0: an id is a string, a number or null
+_PARAMS_TYPES = frozenset((dict, list, type(None)))
 
 
 def _fields_problem(info: dict[str, Any], required: dict[str, tuple[type, ...]]) -> str | None:
@@ -557,6 +571,7 @@ def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
     message_kind, stderr_kind = Kind.MESSAGE, Kind.STDERR
     pad = [None, None, None]
     mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
+    id_types, params_types = _ID_TYPES, _PARAMS_TYPES
     for record in unpacker:
         if type(record) is not list or not 5 <= len(record) <= 8:
             raise _BadFrame("it is not an array of 5 to 8 fields")
@@ -577,7 +592,8 @@ def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
         if (
             type(seq) is int and type(t) is float and isfinite(t) and info is None
             and ((kind is message_kind and data is None and type(message) is dict and message.get("jsonrpc") == "2.0"
-                  and (type(message.get("method")) is str or ("id" in message and "result" in message)))
+                  and (type(message.get("method")) is str or ("id" in message and "result" in message))
+                  and type(message.get("id")) in id_types and type(message.get("params")) in params_types)
                  or (kind is stderr_kind and message is None and type(data) is bytes))
         ):  # fmt: skip
             frame = mutable(seq, t, direction, channel, kind, message, data, info)
