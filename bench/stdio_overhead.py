@@ -14,6 +14,7 @@ throughput ratios against direct and against the relay, and the added p50/p99 la
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -63,7 +64,7 @@ def run(argv: list[str], round_trips: int, pad: str) -> tuple[float, list[float]
     """Seconds for all round trips, and each one's latency in microseconds."""
     server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
     assert server.stdin is not None and server.stdout is not None
-    out, inp = server.stdin.fileno(), server.stdout
+    out, inp = server.stdin.fileno(), io.BufferedReader(server.stdout, 1 << 20)  # a raw pipe reads lines byte by byte
 
     def round_trip(message: dict[str, object]) -> None:
         os.write(out, json.dumps(message).encode() + b"\n")
@@ -128,7 +129,7 @@ def main() -> None:
             for way, rate in rates.items():
                 latencies = [value for _, run_latencies in results[way] for value in run_latencies]
                 print(
-                    f"{server_name:18} {way:13} {rate:13.0f} {rate / rates['direct']:6.2f} "
+                    f"{server_name:18} {way:13} {rate:13.1f} {rate / rates['direct']:6.2f} "
                     f"{rate / rates['plain relay']:7.2f} {percentile(latencies, 0.5):8.1f} {percentile(latencies, 0.99):8.1f}"
                 )
         print(f"last cassette: {cassette.stat().st_size / 1e6:.1f} MB" if cassette.exists() else "")

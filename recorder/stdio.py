@@ -13,6 +13,7 @@ killed recorder left.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import select
 import shutil
@@ -34,6 +35,7 @@ from tapes.cassette.store import Cassette, CassetteError, Header, load, recordin
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
+_SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -70,6 +72,8 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
     forwarder.attach(server)
     stdin, stdout, stderr = server.stdin, server.stdout, server.stderr
     assert stdin is not None and stdout is not None and stderr is not None
+    for pipe in (0, 1, stdin.fileno(), stdout.fileno()):
+        _widen(pipe)
     # The client's stdin ending closes the server's (the spec's shutdown order); the server's
     # stdout ending closes ours, so the client sees EOF then and not only when we exit.
     # The client's stdin pump is not waited for: a client may keep its end open after the server is gone.
@@ -126,12 +130,16 @@ def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Cal
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     forwarding = True
-    append = capture.append
+    append, write = capture.append, os.write
     while size := _read_into(source, buffer):
         chunk = view[:size]
         append(stream, chunk)
         if forwarding:
             try:
+                written = write(sink, chunk)
+                if written != size:
+                    _write_all(sink, chunk[written:])
+            except BlockingIOError:  # a client may hand us a non-blocking descriptor
                 _write_all(sink, chunk)
             except OSError:
                 forwarding = False
@@ -158,6 +166,15 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
             view = view[os.write(fd, view) :]
         except BlockingIOError:
             select.select([], [fd], [])
+
+
+def _widen(fd: int) -> None:
+    """Let a pipe hold a whole large message: fewer, larger chunks to forward and to append."""
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, CHUNK)
+        except OSError:
+            pass  # not a pipe, or above the user's pipe limit: chunks stay smaller, that is all
 
 
 def _close_stdout() -> None:
@@ -226,9 +243,16 @@ class _Capture:
         self._write([packed], len(packed))
 
     def append(self, code: int, payload: bytes | memoryview) -> None:
-        if not self.failed:
-            size = len(payload)
-            self._write([chunk_head(time.monotonic() - self._start, code, size), payload], CHUNK_HEAD_SIZE + size)
+        if self.failed:
+            return
+        size = len(payload)
+        try:
+            written = os.writev(self._fd, [chunk_head(time.monotonic() - self._start, code, size), payload])
+        except OSError as error:
+            self._fail(error.strerror or str(error))
+            return
+        if written != CHUNK_HEAD_SIZE + size:
+            self._fail(_SHORT_WRITE)
 
     def exit(self, code: int | None, signum: int | None) -> None:
         """The last record: the server's exit. The capture is complete once it is written."""
@@ -245,7 +269,7 @@ class _Capture:
             self._fail(error.strerror or str(error))
             return
         if written != size:
-            self._fail("a write stopped part way, as on a full disk")
+            self._fail(_SHORT_WRITE)
 
     def _fail(self, reason: str) -> None:
         with self._lock:
