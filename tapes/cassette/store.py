@@ -36,13 +36,13 @@ from tapes import __version__
 from tapes.cassette.capture import CAPTURE_KEY, CaptureFramer, first_bytes_of_a_record
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
+from tapes.wire.eras import STATELESS_VERSION_KEY
 from tapes.wire.jsonrpc import MessageType, classify
 
 FORMAT_VERSION = 2  # what the msgpack writer writes
 JSONL_VERSION = 1  # the JSON Lines layout has not changed
 READABLE_VERSIONS = (1, 2)
 MAGIC = "mcp-tapes"  # first key of the header object
-_STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # 2026-07-28: in every request's _meta
 
 
 class CassetteError(UserError):
@@ -129,7 +129,7 @@ class Cassette:
 def _stateless_version(request: dict[str, Any]) -> str | None:
     params = request.get("params")
     meta = params.get("_meta") if type(params) is dict else None
-    version = meta.get(_STATELESS_VERSION_KEY) if type(meta) is dict else None
+    version = meta.get(STATELESS_VERSION_KEY) if type(meta) is dict else None
     return version if isinstance(version, str) else None
 
 
