@@ -442,7 +442,7 @@ def _load(file: BinaryIO, size: int, name: str) -> Cassette:
     if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
-    with _gc_paused():
+    with gc_paused():
         if first == b"{":
             return _load_jsonl(file.read(), name)
         if first[0] in _MSGPACK_MAP_STARTS:
@@ -451,8 +451,8 @@ def _load(file: BinaryIO, size: int, name: str) -> Cassette:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Loading makes millions of acyclic containers; the cyclic collector would scan them again
+def gc_paused() -> Iterator[None]:
+    """Loading (and indexing what was loaded) makes millions of acyclic containers; the cyclic collector would scan them again
     and again as they pile up (it doubled the load time) and could free none of them."""
     enabled = gc.isenabled()
     gc.disable()
