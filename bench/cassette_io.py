@@ -6,9 +6,10 @@ Each phase runs in its own subprocess so its peak RSS (ru_maxrss) is its own. Th
 small, realistic MCP stdio traffic of mixed kinds. "write/frame" calls `write()` once per frame
 (a flush each, as a recorder does under a slow trickle of traffic); "write/batch" hands over
 1000 frames per call (a recorder's writer catching up after a burst). The "floor" rows are
-msgpack alone on the same data (packing the prebuilt records; iterating an Unpacker over the
-file, cyclic GC off): no loader built on msgpack-python can beat them, so "x floor" says what
-the cassette code itself costs, whatever the machine's speed.
+msgpack alone on the same frames (packing the prebuilt v1 maps; iterating an Unpacker over a
+file of v1 maps, cyclic GC off): what the v1 layout cost before a single frame was built, so
+"x floor" says what the cassette code costs against it, whatever the machine's speed.
+"load/v2 floor" is msgpack alone on the v2 file that `load` reads (positional arrays).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _phase(phase: str, path: Path, count: int) -> dict[str, Any]:
             assert len(cassette.frames) == count and not cassette.warnings
         else:
             gc.disable()
-            with open(path, "rb") as file:
+            with open(path if phase == "load/v2 floor" else path.with_suffix(".v1"), "rb") as file:
                 records = list(msgpack.Unpacker(file, max_buffer_size=0))
             assert len(records) == count + 1
     else:
@@ -94,8 +95,11 @@ def _phase(phase: str, path: Path, count: int) -> dict[str, Any]:
         start = time.perf_counter()
         if phase == "write/floor":
             pack = msgpack.Packer().pack
-            for record in records:
-                pack(record)
+            packed = [pack(record) for record in records]
+            seconds = time.perf_counter() - start
+            # the same frames in the v1 layout, for the load floor
+            path.with_suffix(".v1").write_bytes(pack(header.record(1)) + b"".join(packed))
+            return {"seconds": seconds, "rss_before": before, "rss_peak": _peak_rss_mb()}
         else:
             with CassetteWriter(path, header) as writer:
                 if phase == "write/frame":
@@ -122,22 +126,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "bench.tape"
         rows = {}
-        for phase in ("write/floor", "write/frame", "write/batch", "load/floor", "load"):
+        for phase in ("write/floor", "write/frame", "write/batch", "load/floor", "load/v2 floor", "load"):
             out = subprocess.run(
                 [sys.executable, __file__, "--phase", phase, "--path", str(path), "--frames", str(args.frames)],
                 check=True, capture_output=True, text=True,
             ).stdout
             rows[phase] = json.loads(out)
-        size_mb = path.stat().st_size / 1e6
+        size_mb, v1_mb = path.stat().st_size / 1e6, path.with_suffix(".v1").stat().st_size / 1e6
 
-    print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB ({size_mb * 1e6 / args.frames:.0f} B/frame)")
+    print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB ({size_mb * 1e6 / args.frames:.0f} B/frame; "
+          f"{v1_mb:.1f} MB as v1 maps)")
     columns = ("seconds", "x floor", "frames/s", "µs/frame", "RSS before", "RSS peak")
-    print(f"{'phase':<12}", *(f"{name:>{width}}" for name, width in zip(columns, (8, 8, 11, 9, 11, 9))))
+    print(f"{'phase':<13}", *(f"{name:>{width}}" for name, width in zip(columns, (8, 8, 11, 9, 11, 9))))
     for phase, r in rows.items():
         rate = args.frames / r["seconds"]
         floor = rows[phase.split("/")[0] + "/floor"]["seconds"]
         print(
-            f"{phase:<12} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} {rate:>11,.0f} {1e6 / rate:>9.2f}"
+            f"{phase:<13} {r['seconds']:>8.2f} {r['seconds'] / floor:>8.2f} {rate:>11,.0f} {1e6 / rate:>9.2f}"
             f" {r['rss_before']:>9.0f}MB {r['rss_peak']:>7.0f}MB"
         )
 

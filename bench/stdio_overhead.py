@@ -2,17 +2,19 @@
 
 N request/response round trips, sequential, to two servers: a minimal Python echo server (the
 worst case: the server costs nothing, so the extra process hop is all there is to see) and the
-real server-everything answering `ping`. Each server is driven directly, through a plain
+real server-everything answering `ping`; then M round trips of 1 MB messages each way to the
+echo server (a request whose params carry 1 MB, answered with them). Each server is driven directly, through a plain
 two-thread relay that records nothing (the cost of any pass-through process), and through
 `tapes record`, in the same run, rounds alternating so all see the same machine. Prints
-throughput ratios against direct and the added p50/p99 latency.
+throughput ratios against direct and against the relay, and the added p50/p99 latency.
 
-    python bench/stdio_overhead.py [--round-trips 20000] [--rounds 3]
+    python bench/stdio_overhead.py [--round-trips 20000] [--big-round-trips 300] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -33,7 +35,7 @@ for line in iter(read, b""):
     request = json.loads(line)
     if "id" not in request:
         continue
-    write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {}}).encode() + b"\n")
+    write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": request.get("params", {})}).encode() + b"\n")
     flush()
 """
 
@@ -58,11 +60,11 @@ INITIALIZE = {
 }
 
 
-def run(argv: list[str], round_trips: int) -> tuple[float, list[float]]:
+def run(argv: list[str], round_trips: int, pad: str) -> tuple[float, list[float]]:
     """Seconds for all round trips, and each one's latency in microseconds."""
     server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
     assert server.stdin is not None and server.stdout is not None
-    out, inp = server.stdin.fileno(), server.stdout
+    out, inp = server.stdin.fileno(), io.BufferedReader(server.stdout, 1 << 20)  # a raw pipe reads lines byte by byte
 
     def round_trip(message: dict[str, object]) -> None:
         os.write(out, json.dumps(message).encode() + b"\n")
@@ -76,7 +78,7 @@ def run(argv: list[str], round_trips: int) -> tuple[float, list[float]]:
     start = time.perf_counter()
     for number in range(1, round_trips + 1):
         sent = time.perf_counter()
-        round_trip({"jsonrpc": "2.0", "id": number, "method": "ping"})
+        round_trip({"jsonrpc": "2.0", "id": number, "method": "ping", **({"params": {"pad": pad}} if pad else {})})
         latencies.append((time.perf_counter() - sent) * 1e6)
     elapsed = time.perf_counter() - start
     server.stdin.close()
@@ -92,16 +94,19 @@ def percentile(values: list[float], fraction: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--round-trips", type=int, default=20_000)
+    parser.add_argument("--big-round-trips", type=int, default=300, help="Round trips of 1 MB messages.")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         echo_py, relay_py = Path(scratch) / "echo.py", Path(scratch) / "relay.py"
         echo_py.write_text(ECHO_SERVER)
         relay_py.write_text(RELAY)
-        servers = {"python echo": [sys.executable, str(echo_py)]}
+        echo = [sys.executable, str(echo_py)]
+        # name: (command, round trips, padding in each request's params)
+        servers = {"python echo": (echo, args.round_trips, "")}
         node = shutil.which("node")
         if node and EVERYTHING_JS.exists():
-            servers["server-everything"] = [node, str(EVERYTHING_JS), "stdio"]
+            servers["server-everything"] = ([node, str(EVERYTHING_JS), "stdio"], args.round_trips, "")
         else:
             print("server-everything not installed (npm install --prefix tests/peers): measuring the echo server only")
         cassette = Path(scratch) / "bench.tape"
@@ -110,20 +115,22 @@ def main() -> None:
             "plain relay": [sys.executable, str(relay_py)],
             "tapes record": [sys.executable, "-m", "tapes", "record", "-o", str(cassette), "--"],
         }
-        print(f"stdio overhead: {args.round_trips} sequential ping round trips, {args.rounds} rounds, median rate")
-        print(f"{'server':18} {'via':13} {'round trips/s':>13} {'ratio':>6} {'p50 µs':>8} {'p99 µs':>8}")
-        for server_name, server in servers.items():
+        if args.big_round_trips:
+            servers["echo, 1 MB msgs"] = (echo, args.big_round_trips, "x" * 1_000_000)
+        print(f"stdio overhead: {args.round_trips} sequential ping round trips ({args.big_round_trips} with 1 MB "
+              f"messages), {args.rounds} rounds, median rate")
+        print(f"{'server':18} {'via':13} {'round trips/s':>13} {'ratio':>6} {'x relay':>7} {'p50 µs':>8} {'p99 µs':>8}")
+        for server_name, (server, round_trips, pad) in servers.items():
             results: dict[str, list[tuple[float, list[float]]]] = {way: [] for way in ways}
             for _ in range(args.rounds):
                 for way, prefix in ways.items():
-                    results[way].append(run([*prefix, *server], args.round_trips))
-            direct_rate = statistics.median(args.round_trips / elapsed for elapsed, _ in results["direct"])
-            for way in ways:
-                rate = statistics.median(args.round_trips / elapsed for elapsed, _ in results[way])
+                    results[way].append(run([*prefix, *server], round_trips, pad))
+            rates = {way: statistics.median(round_trips / elapsed for elapsed, _ in results[way]) for way in ways}
+            for way, rate in rates.items():
                 latencies = [value for _, run_latencies in results[way] for value in run_latencies]
                 print(
-                    f"{server_name:18} {way:13} {rate:13.0f} {rate / direct_rate:6.2f} "
-                    f"{percentile(latencies, 0.5):8.1f} {percentile(latencies, 0.99):8.1f}"
+                    f"{server_name:18} {way:13} {rate:13.1f} {rate / rates['direct']:6.2f} "
+                    f"{rate / rates['plain relay']:7.2f} {percentile(latencies, 0.5):8.1f} {percentile(latencies, 0.99):8.1f}"
                 )
         print(f"last cassette: {cassette.stat().st_size / 1e6:.1f} MB" if cassette.exists() else "")
 

@@ -39,7 +39,7 @@ from tapes.cassette.http_framer import (
 )
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
-from tapes.cassette.store import CassetteWriter, Header, load, replace_file
+from tapes.cassette.store import CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 from tapes.wire.http import header
 from tapes.wire.sse import EndpointRewriter, is_event_stream
@@ -153,7 +153,12 @@ class _CassetteSink:
     def __init__(self, output: str, header: Header, redactor: Redactor, before_record: FrameHook | None) -> None:
         self._output = output
         self._before_record = before_record
-        self._writer = CassetteWriter(output, header)  # raises CassetteError (a UserError) if unwritable
+        self.failed = False
+        self._writer: CassetteWriter | None = None
+        try:
+            self._writer = CassetteWriter(output, header)  # raises CassetteError (a UserError) if it cannot be opened
+        except OSError as error:
+            self._fail(error)
         self._framer = HttpFramer(redactor)
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.capture = self._queue.put
@@ -164,7 +169,10 @@ class _CassetteSink:
         """Write what is queued, then put the session index (protocol version, sessions) in the header."""
         self._queue.put(_STOP)
         self._thread.join()
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
+        if self.failed:
+            return
         cassette = load(self._output)
         labels = dict(cassette.header.labels)
         if cassette.protocol_version:
@@ -191,11 +199,23 @@ class _CassetteSink:
                     stopping = True
                 else:
                     frames += self.handle(*item)
+            if self.failed:
+                continue  # keep taking what the proxy captures, so it never waits on us
             try:
-                self._writer.write(scrubbed(frames, self._before_record))
-            except OSError as error:  # e.g. the disk filled up: say it once, keep proxying
-                print(f"tapes: error: the cassette writer stopped: {error}", file=sys.stderr)
-                return
+                frames = scrubbed(frames, self._before_record)
+            except Exception as error:  # the user's hook
+                self._fail(f"the before-record hook failed ({error!r:.200})")
+                continue
+            try:
+                self._writer.write(frames)  # type: ignore[union-attr]
+            except OSError as error:  # e.g. the disk filled up
+                self._fail(error)
+
+    def _fail(self, error: OSError | str) -> None:
+        """Say at once that the recording stopped; the proxy goes on, and the exit code will say so."""
+        self.failed = True
+        reason = error if isinstance(error, str) else error.strerror or str(error)
+        print(f"tapes: error: {recording_stopped(self._output, reason)}", file=sys.stderr, flush=True)
 
     def handle(self, what: str, t: float, exchange: int, *rest: Any) -> list[Any]:
         framer = self._framer
@@ -256,9 +276,10 @@ def record_http(
     )
     sink = _CassetteSink(output, header, Redactor(rules), before_record)
     try:
-        return asyncio.run(_serve(sink, target, listen, confdir, banner, upstream_ca))
+        code = asyncio.run(_serve(sink, target, listen, confdir, banner, upstream_ca))
     finally:
         sink.close()
+    return 1 if sink.failed else code
 
 
 async def _serve(

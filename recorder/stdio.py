@@ -1,82 +1,59 @@
 """Recording a stdio session: be the server command the client launches, run the real server,
-pump bytes both ways, and leave framing and disk to a writer process beside the forward path.
+and pump bytes both ways.
 
-Three pump threads read a chunk, forward it byte for byte, then capture it as one record on a
-pipe to a writer child forked before anything else starts. The child frames the records
-(`tapes.cassette.stdio_framer.StdioFramer`) and appends them to the cassette, flushing per batch. Because it
-is a separate process, a recorder killed with SIGKILL loses nothing it already put in the pipe.
+Each pump reads a chunk, appends it raw and timestamped to the cassette file with one write(2)
+(`tapes.cassette.capture`), then forwards it byte for byte. Appending first means the file holds
+every byte a peer was given, even if the recorder is killed the next instant (the page cache keeps
+it), and a reply, read only after its request was forwarded, always lands after it. Nothing else
+happens on the forward path: framing and JSON parsing come at the end, when the recorder rewrites
+the capture into frames (through the before-record hook), or when `load` reads the capture a
+killed recorder left.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import select
 import shutil
 import signal
-import struct
+import stat
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, BinaryIO, NoReturn
+from typing import Any
 
-from tapes.cassette.frames import Frame
+import msgpack
+
+from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head, exit_record
 from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
-from tapes.cassette.stdio_framer import StdioFramer, Stream
-from tapes.cassette.store import CassetteWriter, Header
+from tapes.cassette.stdio_framer import Stream
+from tapes.cassette.store import Cassette, CassetteError, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
-PIPE_SIZE = 1 << 20
+_SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-# A capture record: time offset since start (s), event code, payload length; then the payload.
-RECORD = struct.Struct("<dBI")
-# Event codes: a stream's value for its data, END + its value for its end, then EXIT.
-END = len(Stream)
-EXIT = 2 * len(Stream)
-# EXIT payload: code, signal; -1 stands for "none".
-EXIT_STATUS = struct.Struct("<ii")
 
 
 def record_stdio(command: list[str], output: str, before_record: FrameHook | None = None) -> int:
     """Run `command` as the server on our stdin/stdout, record the session into the cassette
     `output` (each frame passed through `before_record` first), and return the server's exit
-    code (128+N if signal N killed it)."""
+    code (128+N if signal N killed it), or 1 if the server exited 0 but the cassette could not
+    be written."""
     if shutil.which(command[0]) is None:  # before the cassette file is created
         raise UserError(f"the server command {command[0]!r} was not found or is not executable")
-    start = time.monotonic()
-    try:
-        cassette = open(output, "wb")  # the writer child owns it from the fork on
-    except OSError as error:
-        raise UserError(f"{output}: cannot be written ({error.strerror})") from None
-
-    # Fork before any thread or server exists: the child must hold none of the server's pipes.
-    read_fd, write_fd = os.pipe()
-    if hasattr(fcntl, "F_SETPIPE_SZ"):
-        try:
-            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        except OSError:
-            pass  # a smaller pipe only means the pumps may wait on the writer sooner
-    writer_pid = os.fork()
-    if writer_pid == 0:
-        os.close(write_fd)
-        redaction = (hook_label(before_record),) if before_record else ()
-        header = Header(transport="stdio", server={"command": command}, redaction=redaction)
-        _run_writer(read_fd, cassette, header, before_record)
-    os.close(read_fd)
-    cassette.close()
-
-    capture = _Capture(write_fd, start)
-    with _SignalForwarder() as forwarder:  # until the writer is done: a Ctrl-C must not cut it short
-        try:
-            return _run_server(command, capture, forwarder)
-        finally:
-            capture.close()  # the writer sees EOF, writes what is left, and exits
-            os.waitpid(writer_pid, 0)
+    labels = (hook_label(before_record),) if before_record else ()
+    header = Header(transport="stdio", server={"command": command})
+    capture = _Capture(output, header, unapplied=labels)
+    with _SignalForwarder() as forwarder:  # until the cassette is finished: a Ctrl-C must not cut it short
+        returncode = _run_server(command, capture, forwarder)
+        header = dataclasses.replace(header, redaction=labels)
+        recorded = not capture.failed and (capture.complete is None or _finish(output, header, before_record))
+    return returncode if recorded else (returncode or 1)
 
 
 def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForwarder) -> int:
@@ -95,17 +72,16 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
     forwarder.attach(server)
     stdin, stdout, stderr = server.stdin, server.stdout, server.stderr
     assert stdin is not None and stdout is not None and stderr is not None
+    for pipe in (0, 1, stdin.fileno(), stdout.fileno()):
+        _widen(pipe)
     # The client's stdin ending closes the server's (the spec's shutdown order); the server's
     # stdout ending closes ours, so the client sees EOF then and not only when we exit.
-    _start_pump(0, stdin.fileno(), Stream.CLIENT_STDIN, capture, stdin.close)
-    outputs = [
-        _start_pump(stdout.fileno(), 1, Stream.SERVER_STDOUT, capture, _close_stdout),
-        _start_pump(stderr.fileno(), 2, Stream.SERVER_STDERR, capture, lambda: None),
-    ]
-    returncode = server.wait()
     # The client's stdin pump is not waited for: a client may keep its end open after the server is gone.
-    for pump in outputs:
-        pump.join()
+    _start_pump(0, stdin.fileno(), Stream.CLIENT_STDIN, capture, stdin.close)
+    output = _start_pump(stdout.fileno(), 1, Stream.SERVER_STDOUT, capture, _close_stdout)
+    _pump(stderr.fileno(), 2, Stream.SERVER_STDERR, capture, lambda: None)
+    returncode = server.wait()
+    output.join()
     stdout.close()
     stderr.close()
     if returncode < 0:
@@ -113,6 +89,25 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
         return 128 - returncode
     capture.exit(returncode, None)
     return returncode
+
+
+def _finish(output: str, header: Header, before_record: FrameHook | None) -> bool:
+    """Rewrite the capture at `output` into frames, through the hook; whether that worked. On
+    failure the capture stays as it is (`load` reads it too), and the recorder says so."""
+    try:
+        frames = scrubbed(load(output).frames, before_record)
+        replace_file(Cassette(header, frames), output)
+    except CassetteError as error:
+        _say(f"{error}; the cassette keeps the raw capture of the session")
+        return False
+    except Exception as error:  # the user's hook
+        _say(f"the before-record hook failed ({error!r:.200}); {output} keeps the raw capture, not scrubbed")
+        return False
+    return True
+
+
+def _say(sentence: str) -> None:
+    os.write(2, f"tapes: error: {sentence}\n".encode(errors="replace"))
 
 
 # --- the forward path ------------------------------------------------------------------------
@@ -129,22 +124,26 @@ def _start_pump(
 
 
 def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Callable[[], None]) -> None:
-    """Forward first, then capture. Once the sink is gone (its reader closed it), keep draining
-    and recording the source so the other side never blocks on us."""
+    """Append, then forward. Once the sink is gone (its reader closed it), keep draining and
+    recording the source so the other side never blocks on us."""
     # One buffer per pump, reused: a fresh 1 MiB bytes object per read costs more than the read.
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     forwarding = True
+    append, write = capture.append, os.write
     while size := _read_into(source, buffer):
         chunk = view[:size]
-        ticket = capture.take(stream, chunk)
+        append(stream, chunk)
         if forwarding:
             try:
+                written = write(sink, chunk)
+                if written != size:
+                    _write_all(sink, chunk[written:])
+            except BlockingIOError:  # a client may hand us a non-blocking descriptor
                 _write_all(sink, chunk)
             except OSError:
                 forwarding = False
-        capture.written(ticket)  # the buffer is ours again after this
-    capture.end(stream)
+    append(END + stream, b"")
     on_eof()
 
 
@@ -167,6 +166,15 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
             view = view[os.write(fd, view) :]
         except BlockingIOError:
             select.select([], [fd], [])
+
+
+def _widen(fd: int) -> None:
+    """Let a pipe hold a whole large message: fewer, larger chunks to forward and to append."""
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, CHUNK)
+        except OSError:
+            pass  # not a pipe, or above the user's pipe limit: chunks stay smaller, that is all
 
 
 def _close_stdout() -> None:
@@ -206,167 +214,66 @@ class _SignalForwarder:
             self._server.send_signal(signum)  # a no-op once the server has been reaped
 
 
-# --- capture: the recorder's end of the pipe to the writer -----------------------------------
+# --- the capture file ------------------------------------------------------------------------
 
 
 class _Capture:
-    """The recorder's end of the pipe to the writer; three pumps write records to it.
+    """The cassette file while the session runs: a header, then one record per chunk, each
+    appended with one write(2) to a file opened O_APPEND, so the pumps' records never mix.
 
-    A chunk takes its place in the capture when it is read, before it is forwarded, and is
-    written to the pipe after (forward first). Read order is the causal order: a reply is read
-    only after the request it answers was forwarded. So a pump that writes records first writes
-    every chunk read before its own that is still on its way: the cassette never shows the
-    client's next request, or the end of its stdin, ahead of the reply that prompted it. A
-    record bigger than PIPE_BUF is not written atomically, hence the lock around every write.
-    """
+    A cassette that cannot be written (a full disk, an I/O error) stops the recording, not the
+    session: the recorder says so on stderr at once, forwards on, and exits non-zero."""
 
-    def __init__(self, fd: int, start: float) -> None:
-        self._fd = fd
-        self._start = start
-        self._lock = threading.Lock()
-        self._ticket = 0
-        self._unwritten: deque[tuple[int, float, int, bytes | memoryview]] = deque()
+    def __init__(self, output: str, header: Header, unapplied: tuple[str, ...]) -> None:
+        self._output = output
+        self._start = time.monotonic()
+        self._lock = threading.Lock()  # taken only when a write fails
+        self.failed = False
+        # Whether the capture holds the whole session and can be made into frames; None when
+        # the output is no regular file (/dev/null, a FIFO): nothing there to read back.
+        self.complete: bool | None = False
+        try:
+            self._fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o666)
+        except OSError as error:
+            raise UserError(f"{output}: cannot be written ({error.strerror})") from None
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+            self.complete = None
+        record = {**header.record(), CAPTURE_KEY: {"unapplied": list(unapplied)}}
+        packed = msgpack.packb(record)
+        self._write([packed], len(packed))
 
-    def take(self, stream: Stream, chunk: memoryview) -> int:
-        """Note a chunk just read; returns its ticket for `written`. The chunk must stay
-        unchanged until `written` returns."""
-        with self._lock:
-            return self._take(stream, chunk)
-
-    def written(self, ticket: int) -> None:
-        """Write the records up to `ticket` (those another pump has not written already)."""
-        with self._lock:
-            self._write_through(ticket)
-
-    def end(self, stream: Stream) -> None:
-        self._put(END + stream, b"")
+    def append(self, code: int, payload: bytes | memoryview) -> None:
+        if self.failed:
+            return
+        size = len(payload)
+        try:
+            written = os.writev(self._fd, [chunk_head(time.monotonic() - self._start, code, size), payload])
+        except OSError as error:
+            self._fail(error.strerror or str(error))
+            return
+        if written != CHUNK_HEAD_SIZE + size:
+            self._fail(_SHORT_WRITE)
 
     def exit(self, code: int | None, signum: int | None) -> None:
-        self._put(EXIT, EXIT_STATUS.pack(-1 if code is None else code, -1 if signum is None else signum))
+        """The last record: the server's exit. The capture is complete once it is written."""
+        record = msgpack.packb(exit_record(time.monotonic() - self._start, code, signum))
+        if not self.failed:
+            self._write([record], len(record))
+        if self.complete is not None:
+            self.complete = not self.failed
 
-    def close(self) -> None:
-        with self._lock:
-            self._close()
-
-    def _put(self, event: int, payload: bytes) -> None:
-        with self._lock:
-            self._write_through(self._take(event, payload))
-
-    def _take(self, event: int, payload: bytes | memoryview) -> int:
-        self._ticket += 1
-        self._unwritten.append((self._ticket, time.monotonic() - self._start, event, payload))
-        return self._ticket
-
-    def _write_through(self, ticket: int) -> None:
-        while self._unwritten and self._unwritten[0][0] <= ticket:
-            _, t, event, payload = self._unwritten.popleft()
-            if self._fd < 0:
-                continue
-            header = RECORD.pack(t, event, len(payload))
-            try:
-                written = os.writev(self._fd, [header, payload])
-                if written < len(header) + len(payload):
-                    _write_all(self._fd, memoryview(b"".join([header, payload]))[written:])
-            except OSError:
-                # The writer is gone (it said why on stderr); recording stops, forwarding goes on.
-                self._close()
-
-    def _close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-# --- the writer child ------------------------------------------------------------------------
-
-
-def _run_writer(read_fd: int, cassette: BinaryIO, header: Header, before_record: FrameHook | None) -> NoReturn:
-    """Frame the capture records from `read_fd` into the cassette until EOF, then exit. Runs in
-    the forked child and never returns into the recorder's code."""
-    status = 1
-    try:
-        # Hold neither the client's stdin nor its stdout: when the recorder dies the client
-        # must see EOF, not wait for us.
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-        # Our own process group: a signal to the recorder's group (Ctrl-C, a client's kill of
-        # the group) must not stop us before the pipe is drained.
-        os.setpgid(0, 0)
-        writer = CassetteWriter(cassette, header)
-        framer = _RecordFramer()
-        pending = bytearray()
-        buffer = bytearray(CHUNK)
-        while size := os.readv(read_fd, [buffer]):
-            pending += memoryview(buffer)[:size]
-            frames, used = framer.records(pending)
-            del pending[:used]
-            if frames:
-                writer.write(scrubbed(frames, before_record))
-        writer.write(scrubbed(framer.finish(bytes(pending)), before_record))
-        writer.close()
-        status = 0
-    except BaseException as error:  # whatever it is, say it and exit: never unwind into the recorder
-        os.write(2, f"tapes: error: the cassette writer stopped: {error}\n".encode())
-    finally:
-        os._exit(status)
-
-
-class _RecordFramer:
-    """Capture records to frames, remembering which streams have not ended yet."""
-
-    def __init__(self) -> None:
-        self._framer = StdioFramer()
-        self._open = set(Stream)
-        self._t = 0.0
-        self._seen = False
-        self._exited = False
-
-    def records(self, buffer: bytearray) -> tuple[list[Frame], int]:
-        """The frames made by the complete records at the start of `buffer`, and how many bytes they used."""
-        frames: list[Frame] = []
-        view = memoryview(buffer)
-        offset = 0
+    def _write(self, parts: list[bytes | memoryview], size: int) -> None:
         try:
-            while len(buffer) - offset >= RECORD.size:
-                t, event, length = RECORD.unpack_from(view, offset)
-                start = offset + RECORD.size
-                if len(buffer) - start < length:
-                    break
-                payload = bytes(view[start : start + length])
-                offset = start + length
-                self._t, self._seen = t, True
-                if event < END:
-                    frames += self._framer.data(t, Stream(event), payload)
-                elif event < EXIT:
-                    frames += self._end(Stream(event - END))
-                else:
-                    self._exited = True
-                    code, signum = EXIT_STATUS.unpack(payload)
-                    frames.append(self._framer.exit(t, None if code < 0 else code, None if signum < 0 else signum))
-        finally:
-            view.release()  # the caller resizes the buffer
-        return frames, offset
+            written = os.writev(self._fd, parts)
+        except OSError as error:
+            self._fail(error.strerror or str(error))
+            return
+        if written != size:
+            self._fail(_SHORT_WRITE)
 
-    def finish(self, rest: bytes) -> list[Frame]:
-        """Frames for the end of the capture. Without an exit record the recorder was killed,
-        and its pipes closed with it: every stream it saw no end of ended for its reader then,
-        and its unterminated last line is kept. `rest` is an incomplete last record, cut off
-        by the kill after all of its payload was forwarded: the part that arrived is kept too.
-        (After a normal exit only the client's stdin can be open; it did not end on the wire.
-        Without any record, no server ran: there is nothing to end.)"""
-        if self._exited or not self._seen:
-            return []
-        frames: list[Frame] = []
-        if len(rest) >= RECORD.size:
-            t, event, _ = RECORD.unpack_from(rest)
-            if event < END:
-                frames += self._framer.data(t, Stream(event), rest[RECORD.size :])
-        for stream in sorted(self._open):
-            frames += self._end(stream)
-        return frames
-
-    def _end(self, stream: Stream) -> list[Frame]:
-        self._open.discard(stream)
-        return self._framer.end(self._t, stream)
+    def _fail(self, reason: str) -> None:
+        with self._lock:
+            if self.failed:
+                return
+            self.failed = True
+        _say(recording_stopped(self._output, reason))

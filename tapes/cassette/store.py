@@ -3,15 +3,25 @@
 JSON Lines twin for review. Loading detects the format from the content and never runs code:
 msgpack extension types are refused, there is no pickle.
 
-Both formats store the header map, then one map per frame with short keys (`frame_record`).
+Layouts, after the header map:
+- msgpack v2 (written): one array per frame, `frame_array`: [seq, t, direction, channel, kind,
+  message, data, info], trailing empty fields left out, direction and kind as small integers,
+  a channel as its name the first time and as its number after. Arrays of small integers decode
+  in less than half the time of v1's maps with string keys.
+- msgpack v1 (still read): one map per frame with short keys, `frame_record`.
+- JSON Lines: the v1 maps, one per line (the readable form; its header says format 1).
+- a raw stdio capture (a recorder that did not finish): see tapes.cassette.capture.
+Every frame is checked against its kind as it is loaded (`frame_problem`).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gc
 import io
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -23,16 +33,25 @@ from typing import Any, BinaryIO
 import msgpack
 
 from tapes import __version__
+from tapes.cassette.capture import CAPTURE_KEY, CaptureFramer, first_bytes_of_a_record
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.wire.eras import STATELESS_VERSION_KEY
+from tapes.wire.jsonrpc import MessageType, classify
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # what the msgpack writer writes
+JSONL_VERSION = 1  # the JSON Lines layout has not changed
+READABLE_VERSIONS = (1, 2)
 MAGIC = "mcp-tapes"  # first key of the header object
 
 
 class CassetteError(UserError):
     """A cassette that cannot be read or written; the message is one sentence for the user."""
+
+
+def recording_stopped(path: str, reason: str) -> str:
+    """What a recorder says when its cassette cannot be written any more (it goes on forwarding)."""
+    return f"{path}: cannot be written ({reason}); the session goes on unrecorded and tapes record will exit non-zero"
 
 
 @dataclass(frozen=True)
@@ -41,24 +60,30 @@ class Header:
     server: dict[str, Any]  # {"command": [...]} or {"url": ...}; never the environment
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="microseconds"))
     tool: str = f"mcp-tapes {__version__}"
-    format: int = FORMAT_VERSION
+    format: int = field(default=FORMAT_VERSION, compare=False)  # the layout it was read from
     redaction: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
 
-    def record(self) -> dict[str, Any]:
+    def record(self, version: int = FORMAT_VERSION) -> dict[str, Any]:
         fields = asdict(self)
         fields["redaction"] = list(self.redaction)
-        return {MAGIC: fields.pop("format"), **fields}
+        del fields["format"]
+        return {MAGIC: version, **fields}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Header:
         fields = dict(record)
         version = fields.pop(MAGIC)
-        if version != FORMAT_VERSION:
-            raise ValueError(f"format version {version} is not supported (this is {FORMAT_VERSION})")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(f"format version {version!r:.20} is not supported (this reads {READABLE_VERSIONS[0]} to {FORMAT_VERSION})")
         for name, kind in (("transport", str), ("server", dict), ("created", str), ("tool", str)):
             if not isinstance(fields[name], kind):
                 raise TypeError(f"its {name} is not a {'map' if kind is dict else 'string'}")
+        redaction, labels = fields.get("redaction", []), fields.get("labels", {})
+        if type(redaction) is not list or not all(type(label) is str for label in redaction):
+            raise TypeError("its redaction is not a list of strings")
+        if type(labels) is not dict or not all(type(value) is str for value in labels.values()):
+            raise TypeError("its labels are not a map of strings")
         return cls(
             transport=fields["transport"],
             server=fields["server"],
@@ -112,6 +137,13 @@ def _stateless_version(request: dict[str, Any]) -> str | None:
 
 _DIRECTIONS = {d.value: d for d in Direction}
 _KINDS = {k.value: k for k in Kind}
+# v2 numbers for directions and kinds: their position here, fixed forever (append only).
+DIRECTION_CODES = (Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT)
+KIND_CODES = (
+    Kind.MESSAGE, Kind.RAW, Kind.STDERR, Kind.HTTP_REQUEST, Kind.HTTP_RESPONSE, Kind.SSE_EVENT, Kind.STREAM_END, Kind.EXIT,
+)  # fmt: skip
+_DIRECTION_NUMBER = {d: n for n, d in enumerate(DIRECTION_CODES)}
+_KIND_NUMBER = {k: n for n, k in enumerate(KIND_CODES)}
 
 # Frame is frozen, so its generated __init__ pays one object.__setattr__ per field: that was
 # the largest cost of loading a big cassette. Loaded frames are built as this mutable twin with
@@ -120,7 +152,7 @@ _MutableFrame = make_dataclass("_MutableFrame", [f.name for f in fields(Frame)],
 
 
 def frame_record(frame: Frame) -> dict[str, Any]:
-    """The frame as stored, in both formats: a map with short keys, absent fields left out.
+    """The frame as a v1 / JSON Lines map with short keys, absent fields left out.
     (Direction and Kind are StrEnums: they are stored as their string values.)"""
     record: dict[str, Any] = {
         "seq": frame.seq,
@@ -140,66 +172,157 @@ def frame_record(frame: Frame) -> dict[str, Any]:
 
 def frame_from_record(record: dict[str, Any]) -> Frame:
     """The inverse of `frame_record`, checked (cassettes are untrusted input). Raises ValueError
-    or TypeError naming what is wrong."""
+    naming what is wrong."""
     if type(record) is not dict:
-        raise TypeError("it is not a map")
-    try:
-        seq, t, direction, channel, kind = record["seq"], record["t"], record["dir"], record["ch"], record["kind"]
-    except KeyError as error:
-        raise ValueError(f"it has no {error.args[0]}") from None
-    try:
-        direction = _DIRECTIONS[direction]
-        kind = _KINDS[kind]
-    except (KeyError, TypeError):
-        raise ValueError(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown") from None
+        raise ValueError("it is not a map")
+    for key in ("seq", "t", "dir", "ch", "kind"):
+        if key not in record:
+            raise ValueError(f"it has no {key}")
+    direction, kind = _DIRECTIONS.get(record["dir"]), _KINDS.get(record["kind"])  # type: ignore[call-overload]
+    if direction is None or kind is None:
+        raise ValueError(f"its direction {record['dir']!r:.20} or kind {record['kind']!r:.20} is unknown")
     get = record.get
-    message, data, info = get("msg"), get("data"), get("info")
-    if type(seq) is not int:
-        raise ValueError("its seq is not an integer")
-    if type(t) is not float:
-        if type(t) is not int:
-            raise ValueError("its time is not a number")
+    return _checked(record["seq"], record["t"], direction, record["ch"], kind, get("msg"), get("data"), get("info"))
+
+
+def frame_array(frame: Frame, channels: dict[str, int]) -> list[Any]:
+    """The frame as a v2 array. `channels` numbers the channels already written to this file;
+    a new one is written by name and numbered here."""
+    number = channels.get(frame.channel)
+    if number is None:
+        channel: int | str = frame.channel
+    else:
+        channel = number
+    array = [frame.seq, frame.t, _DIRECTION_NUMBER[frame.direction], channel, _KIND_NUMBER[frame.kind],
+             frame.message, frame.data, frame.info]  # fmt: skip
+    while array[-1] is None:
+        array.pop()
+    return array
+
+
+def _checked(seq: Any, t: Any, direction: Direction, channel: Any, kind: Kind, message: Any, data: Any, info: Any) -> Frame:
+    """A frame from decoded fields, once `frame_problem` finds nothing wrong with them."""
+    if type(t) is int:
         t = float(t)
-    if type(channel) is not str:
-        raise ValueError("its channel is not a string")
-    channel = sys.intern(channel)  # a handful of channels shared by millions of frames
-    if data is not None and type(data) is not bytes:
-        raise ValueError("its data is not bytes")
-    if info is not None and type(info) is not dict:
-        raise ValueError("its info is not a map")
-    if kind is Kind.MESSAGE and message is None:
-        raise ValueError("it is a message frame without a message")
+    if type(channel) is str:
+        channel = sys.intern(channel)  # a handful of channels shared by millions of frames
+    problem = frame_problem(seq, t, channel, kind, message, data, info)
+    if problem:
+        raise ValueError(problem)
     frame = _MutableFrame(seq, t, direction, channel, kind, message, data, info)
     frame.__class__ = Frame
     return frame  # type: ignore[return-value]
+
+
+def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data: Any, info: Any) -> str | None:
+    """What is wrong with these frame fields for a frame of this kind (the README's frame model,
+    what every reader of frames relies on), or None."""
+    if type(seq) is not int:
+        return "its seq is not an integer"
+    if type(t) is not float:
+        return "its time is not a number"
+    if not math.isfinite(t):
+        return f"its time is {t}, not a finite number"
+    if type(channel) is not str:
+        return "its channel is not a string"
+    if data is not None and type(data) is not bytes:
+        return "its data is not bytes"
+    if info is not None and type(info) is not dict:
+        return "its info is not a map"
+    if kind is Kind.MESSAGE or (kind is Kind.SSE_EVENT and message is not None):
+        if message is None:
+            return "it is a message frame without a message"
+        if classify(message) is MessageType.INVALID:
+            return "its message is not a JSON-RPC message or batch"
+        for item in message if type(message) is list else (message,):
+            if type(item.get("id")) not in _ID_TYPES:
+                return "its message has an id that is not a string, a number or null"
+            if type(item.get("params")) not in _PARAMS_TYPES:
+                return "its message has params that are neither an object nor an array"
+            error = item.get("error")
+            if "result" not in item and "method" not in item and (
+                type(error.get("code")) is not int or type(error.get("message")) is not str
+            ):
+                return "its message has an error without an integer code and a string message"
+    elif message is not None:
+        return f"it is a {kind} frame with a message"
+    checks = _INFO_CHECKS.get(kind)
+    return checks(info or {}) if checks else None
+
+
+_ID_TYPES = frozenset((str, int, float, type(None)))  # JSON-RPC 2.0: an id is a string, a number or null
+_PARAMS_TYPES = frozenset((dict, list, type(None)))
+
+
+def _fields_problem(info: dict[str, Any], required: dict[str, tuple[type, ...]]) -> str | None:
+    for name, types in required.items():
+        if type(info.get(name)) not in types:
+            return f"its info {name} is {type(info.get(name)).__name__}, not {' or '.join(t.__name__ for t in types)}"
+    return None
+
+
+def _headers_problem(info: dict[str, Any]) -> str | None:
+    headers = info.get("headers")
+    if type(headers) is not list or not all(
+        type(pair) in (list, tuple) and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
+        for pair in headers
+    ):
+        return "its headers are not a list of [name, value] strings"
+    return None
+
+
+_NONE = type(None)
+_INFO_CHECKS = {
+    Kind.HTTP_REQUEST: lambda info: _fields_problem(info, {"method": (str,), "path": (str,)}) or _headers_problem(info),
+    Kind.HTTP_RESPONSE: lambda info: _fields_problem(info, {"status": (int,)}) or _headers_problem(info),
+    Kind.SSE_EVENT: lambda info: _fields_problem(info, {"id": (str, _NONE), "event": (str, _NONE), "retry": (int, _NONE)}),
+    Kind.STREAM_END: lambda info: _fields_problem(info, {"reason": (str,)}),
+    Kind.EXIT: lambda info: _fields_problem(info, {"code": (int, _NONE), "signal": (int, _NONE)}),
+}
 
 
 # --- writing --------------------------------------------------------------------------------
 
 
 class CassetteWriter:
-    """Appends frames to a msgpack cassette; every `write` call is flushed before it returns,
-    so a crash can cut at most the frames of the call in progress."""
+    """Appends frames to a msgpack cassette; every `write` call is on disk (in the page cache)
+    before it returns, so a crash can cut at most the frames of the call in progress.
+
+    Opening a path that cannot be opened raises CassetteError; a write that fails (a full disk,
+    an I/O error) raises OSError, the header's too, and leaves nothing to flush at close."""
 
     def __init__(self, path: str | os.PathLike[str] | BinaryIO, header: Header) -> None:
         if hasattr(path, "write"):
             self._file: BinaryIO = path  # type: ignore[assignment]
         else:
-            self._file = _open_for_writing(path, "wb")  # type: ignore[assignment]
+            self._file = _open_for_writing(path, "wb", buffering=0)  # type: ignore[assignment]
         self._pack = msgpack.Packer().pack
-        self._file.write(self._pack(header.record()))
-        self._file.flush()
+        self._channels: dict[str, int] = {}
+        try:
+            self._put(self._pack(header.record()))
+        except OSError:
+            self.close()
+            raise
 
     def write(self, frames: Iterable[Frame]) -> None:
-        self._file.write(b"".join([self._packed(frame) for frame in frames]))
+        self._put(b"".join([self._packed(frame) for frame in frames]))
+
+    def _put(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) :]
         self._file.flush()
 
     def _packed(self, frame: Frame) -> bytes:
+        channels = self._channels
         try:
-            return self._pack(frame_record(frame))
+            packed = self._pack(frame_array(frame, channels))
         except (OverflowError, ValueError, TypeError):
             # e.g. an integer wider than 64 bits: keep the exact bytes as a raw frame instead
-            return self._pack(frame_record(_as_raw(frame)))
+            packed = self._pack(frame_array(_as_raw(frame), channels))
+        if frame.channel not in channels:
+            channels[frame.channel] = len(channels)
+        return packed
 
     def close(self) -> None:
         self._file.close()
@@ -223,24 +346,32 @@ def _open_for_writing(path: str | os.PathLike[str], mode: str, **options: Any) -
 
 
 def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool = False) -> None:
-    if not jsonl:
-        with CassetteWriter(path, cassette.header) as writer:
-            writer.write(cassette.frames)
-        return
-    with _open_for_writing(path, "w", encoding="utf-8") as out:
-        out.write(_json_line(cassette.header.record()))
-        for frame in cassette.frames:
-            try:
-                out.write(_json_line(_jsonable(frame_record(frame))))
-            except (TypeError, ValueError) as error:  # e.g. a lone surrogate, which UTF-8 cannot hold
-                raise CassetteError(f"{path}: frame {frame.seq} cannot be written as JSON ({error})") from None
+    try:
+        if not jsonl:
+            with CassetteWriter(path, cassette.header) as writer:
+                writer.write(cassette.frames)
+            return
+        with _open_for_writing(path, "w", encoding="utf-8") as out:
+            out.write(_json_line(cassette.header.record(JSONL_VERSION)))
+            for frame in cassette.frames:
+                try:
+                    out.write(_json_line(_jsonable(frame_record(frame))))
+                except (TypeError, ValueError) as error:  # e.g. a lone surrogate, which UTF-8 cannot hold
+                    raise CassetteError(f"{path}: frame {frame.seq} cannot be written as JSON ({error})") from None
+    except OSError as error:  # a full disk, an I/O error
+        raise CassetteError(f"{path}: cannot be written ({error.strerror or error})") from None
 
 
 def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
     """Write `cassette` over the file at `path` at once: written beside it first, then renamed over
     it, so a reader (or a crash) never sees half of it."""
     scratch = f"{os.fspath(path)}.tmp"
-    save(cassette, scratch)
+    try:
+        save(cassette, scratch)
+    except CassetteError:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
     os.replace(scratch, path)
 
 
@@ -259,26 +390,36 @@ def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _bytes_from_json(record: dict[str, Any], name: str, offset: int) -> None:
+def _bytes_from_json(record: dict[str, Any], name: str, where: str) -> None:
     if isinstance(record.get("text"), str):
         record["data"] = record.pop("text").encode("utf-8")
     elif isinstance(record.get("data"), str):
         try:
             record["data"] = base64.b64decode(record["data"], validate=True)
         except ValueError:
-            raise CassetteError(f"{name}: byte {offset} has data that is not base64") from None
+            raise CassetteError(f"{name}: {where} has data that is not base64") from None
 
 
 # --- reading --------------------------------------------------------------------------------
 
 _MSGPACK_MAP_STARTS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
-# Every stored frame is a map of 5 to 8 entries whose first key is "seq".
-_FRAME_STARTS = [bytes([0x80 + size]) + msgpack.packb("seq") for size in range(5, 9)]
+# What a cut last frame can start with: a v1 map of 5 to 8 entries whose first key is "seq";
+# a v2 array of 5 to 8 fields.
+_V1_FRAME_STARTS = [bytes([0x80 + size]) + msgpack.packb("seq") for size in range(5, 9)]
+_V2_FRAME_STARTS = frozenset(range(0x95, 0x99))
+
+
+def _may_start_a_v2_frame(start: bytes) -> bool:
+    return start[0] in _V2_FRAME_STARTS
+
+
+def _may_start_a_capture_record(start: bytes) -> bool:
+    return first_bytes_of_a_record(start[0])
 
 
 def load(path: str | os.PathLike[str]) -> Cassette:
     """Read a cassette in either format. Raises CassetteError with one sentence naming the
-    problem and, for damaged content, the byte offset."""
+    problem and, for damaged content, the frame and its byte offset."""
     name = str(path)
     try:
         with open(path, "rb") as file:
@@ -301,7 +442,7 @@ def _load(file: BinaryIO, size: int, name: str) -> Cassette:
     if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
-    with _gc_paused():
+    with gc_paused():
         if first == b"{":
             return _load_jsonl(file.read(), name)
         if first[0] in _MSGPACK_MAP_STARTS:
@@ -310,8 +451,8 @@ def _load(file: BinaryIO, size: int, name: str) -> Cassette:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Loading makes millions of acyclic containers; the cyclic collector would scan them again
+def gc_paused() -> Iterator[None]:
+    """Loading (and indexing what was loaded) makes millions of acyclic containers; the cyclic collector would scan them again
     and again as they pile up (it doubled the load time) and could free none of them."""
     enabled = gc.isenabled()
     gc.disable()
@@ -326,7 +467,7 @@ def _header_at(record: Any, name: str) -> Header:
     if not isinstance(record, dict) or MAGIC not in record:
         raise CassetteError(f"{name}: is not a cassette (byte 0 holds no mcp-tapes header)")
     try:
-        return Header.from_record(record)
+        return Header.from_record({key: value for key, value in record.items() if key != CAPTURE_KEY})
     except (KeyError, TypeError, ValueError) as error:
         raise CassetteError(f"{name}: has an unusable header at byte 0 ({error})") from None
 
@@ -342,6 +483,10 @@ def _msgpack_problem(error: ValueError) -> str:
     return text or "malformed msgpack"
 
 
+class _BadFrame(Exception):
+    """A decoded object that is no valid frame: what is wrong with it."""
+
+
 def _load_msgpack(file: BinaryIO, size: int, name: str) -> Cassette:
     unpacker = msgpack.Unpacker(
         file,
@@ -351,39 +496,146 @@ def _load_msgpack(file: BinaryIO, size: int, name: str) -> Cassette:
         ext_hook=_refuse_extension,
     )
     try:
-        record = next(unpacker)
+        head = next(unpacker)
     except StopIteration:
         raise CassetteError(f"{name}: is truncated inside its header (byte 0)") from None
     except ValueError:  # not msgpack after all, e.g. a PNG (0x89 also starts a msgpack map)
-        record = None
-    header = _header_at(record, name)
+        head = None
+    header = _header_at(head, name)
+    capture = head.get(CAPTURE_KEY)
+    if capture is not None:
+        read, may_start = _capture_reader(capture, name), _may_start_a_capture_record
+    elif header.format == 1:
+        read, may_start = _v1_frames, _may_start_a_v1_frame
+    else:
+        read, may_start = _v2_frames, _may_start_a_v2_frame
 
     frames: list[Frame] = []
-    append = frames.append
-    tell = unpacker.tell
-    offset = tell()  # where the object being read starts
+    warnings: list[str] = []
     try:
-        for record in unpacker:
-            try:
-                append(frame_from_record(record))
-            except (ValueError, TypeError) as error:
-                raise CassetteError(f"{name}: byte {offset} holds no valid frame ({error})") from None
-            offset = tell()
-    except ValueError as error:  # FormatError, StackError, BufferFull, bad UTF-8, refused extensions
-        raise CassetteError(f"{name}: byte {offset} is not valid msgpack ({_msgpack_problem(error)})") from None
-
-    warnings = []
+        offset = read(unpacker, frames)  # the end of the last whole object
+    except (_BadFrame, ValueError) as error:  # ValueError: FormatError, StackError, bad UTF-8, refused extensions
+        number = read.records if capture is not None else len(frames)  # type: ignore[attr-defined]
+        where = f"{name}: frame {number + 1} (byte {_offset_of_object(file, number + 1)})"
+        if isinstance(error, _BadFrame):
+            raise CassetteError(f"{where} is not a valid frame ({error})") from None
+        raise CassetteError(f"{where} is not valid msgpack ({_msgpack_problem(error)})") from None
     if offset < size:
         # A cut can only leave the start of a frame; anything else there is damage, not a crash.
         file.seek(offset)
-        start = file.read(len(_FRAME_STARTS[0]))
-        if not any(frame_start.startswith(start) for frame_start in _FRAME_STARTS):
+        start = file.read(len(_V1_FRAME_STARTS[0]))
+        if not may_start(start):
             raise CassetteError(f"{name}: byte {offset} does not start a frame (the file is damaged there)")
         warnings.append(
             f"{name}: the last frame is truncated at byte {offset} "
             f"({size - offset} bytes ignored); the {len(frames)} frames before it are kept"
         )
+    if capture is not None:
+        read.finish(frames, warnings)  # type: ignore[attr-defined]
     return Cassette(header, frames, warnings)
+
+
+def _may_start_a_v1_frame(start: bytes) -> bool:
+    return any(frame_start.startswith(start) for frame_start in _V1_FRAME_STARTS)
+
+
+def _offset_of_object(file: BinaryIO, index: int) -> int:
+    """Where the object after the first `index` (the header is object 0) starts. Found again
+    only when something is wrong there: noting every offset as it goes slowed loading."""
+    file.seek(0)
+    unpacker = msgpack.Unpacker(file, max_buffer_size=0)
+    for _ in range(index):
+        unpacker.skip()
+    return unpacker.tell()
+
+
+def _v1_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
+    append, tell = frames.append, unpacker.tell
+    end = tell()
+    for record in unpacker:
+        try:
+            append(frame_from_record(record))
+        except ValueError as error:
+            raise _BadFrame(error) from None
+        end = tell()
+    return end
+
+
+def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
+    """The hot loop of loading: the common frame is checked inline, and anything unusual goes
+    through `frame_problem` (which also names what is wrong)."""
+    append, tell = frames.append, unpacker.tell
+    end = tell()
+    channels: list[str] = []
+    directions, kinds = DIRECTION_CODES, KIND_CODES
+    message_kind, stderr_kind = Kind.MESSAGE, Kind.STDERR
+    pad = [None, None, None]
+    mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
+    id_types, params_types = _ID_TYPES, _PARAMS_TYPES
+    for record in unpacker:
+        if type(record) is not list or not 5 <= len(record) <= 8:
+            raise _BadFrame("it is not an array of 5 to 8 fields")
+        if len(record) < 8:
+            record += pad[: 8 - len(record)]
+        seq, t, direction, channel, kind, message, data, info = record
+        if type(direction) is not int or type(kind) is not int or not 0 <= direction < 2 or not 0 <= kind < 8:
+            raise _BadFrame(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown")
+        direction, kind = directions[direction], kinds[kind]
+        if type(channel) is int:
+            if not 0 <= channel < len(channels):
+                raise _BadFrame(f"its channel number {channel} was never named")
+            channel = channels[channel]
+        elif type(channel) is str:
+            channel = sys.intern(channel)
+            channels.append(channel)
+        # The common frames: a canonical request, notification or result; a stderr line.
+        if (
+            type(seq) is int and type(t) is float and isfinite(t) and info is None
+            and ((kind is message_kind and data is None and type(message) is dict and message.get("jsonrpc") == "2.0"
+                  and (type(message.get("method")) is str or ("id" in message and "result" in message))
+                  and type(message.get("id")) in id_types and type(message.get("params")) in params_types)
+                 or (kind is stderr_kind and message is None and type(data) is bytes))
+        ):  # fmt: skip
+            frame = mutable(seq, t, direction, channel, kind, message, data, info)
+            frame.__class__ = frame_class
+        else:
+            try:
+                frame = _checked(seq, t, direction, channel, kind, message, data, info)
+            except ValueError as error:
+                raise _BadFrame(error) from None
+        append(frame)
+        end = tell()
+    return end
+
+
+class _capture_reader:
+    """Reads a raw stdio capture (a recorder that did not finish) into frames."""
+
+    def __init__(self, capture: Any, name: str) -> None:
+        self._name = name
+        unapplied = capture.get("unapplied") if type(capture) is dict else None
+        self._unapplied = [label for label in unapplied if type(label) is str] if type(unapplied) is list else []
+        self._framer = CaptureFramer()
+        self.records = 0
+
+    def __call__(self, unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
+        framed, tell = self._framer.record, unpacker.tell
+        end = tell()
+        for record in unpacker:
+            try:
+                frames += framed(record)
+            except ValueError as error:
+                raise _BadFrame(error) from None
+            self.records += 1
+            end = tell()
+        return end
+
+    def finish(self, frames: list[Frame], warnings: list[str]) -> None:
+        frames += self._framer.finish()
+        if not self._framer.exited:
+            unapplied = f"; {', '.join(self._unapplied)} was not applied to it" if self._unapplied else ""
+            warnings.append(f"{self._name}: the recorder stopped before the server exited, so this cassette is "
+                            f"its raw capture, framed now{unapplied}")
 
 
 def _load_jsonl(content: bytes, name: str) -> Cassette:
@@ -398,22 +650,24 @@ def _load_jsonl(content: bytes, name: str) -> Cassette:
             continue
         try:
             record = json.loads(line)
-        except ValueError as error:  # UnicodeDecodeError included
+        except (ValueError, RecursionError) as error:  # UnicodeDecodeError included
             if number == len(lines) - 1:  # unterminated last line: a writer stopped mid-line
                 warnings.append(
                     f"{name}: the last line is truncated at byte {start}; the {len(frames)} frames before it are kept"
                 )
                 break
-            raise CassetteError(f"{name}: byte {start} (line {number + 1}) is not valid JSON ({error})") from None
+            problem = "nested too deeply" if isinstance(error, RecursionError) else error
+            raise CassetteError(f"{name}: byte {start} (line {number + 1}) is not valid JSON ({problem})") from None
         if header is None:
             header = _header_at(record, name)
             continue
+        where = f"frame {len(frames) + 1} (byte {start}, line {number + 1})"
         if isinstance(record, dict):
-            _bytes_from_json(record, name, start)
+            _bytes_from_json(record, name, where)
         try:
             frames.append(frame_from_record(record))
-        except (ValueError, TypeError) as error:
-            raise CassetteError(f"{name}: byte {start} (line {number + 1}) holds no valid frame ({error})") from None
+        except ValueError as error:
+            raise CassetteError(f"{name}: {where} is not a valid frame ({error})") from None
     if header is None:
         raise CassetteError(f"{name}: holds no mcp-tapes header")
     return Cassette(header, frames, warnings)

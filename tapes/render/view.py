@@ -38,7 +38,6 @@ SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +78,9 @@ def render_comparison(
 
 def _page(title: str, model: dict[str, Any]) -> str:
     assets = files("tapes.render") / "view_assets"
-    data = json.dumps(model, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+    data = json.dumps(model, ensure_ascii=False, separators=(",", ":"))
+    # str.replace, not str.translate: translate with a table went char by char, a third of the page's time
+    data = data.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     # A lone surrogate (legal in a JSON-RPC string) cannot be encoded as UTF-8: write it as the
     # JSON escape it came from, so the page can always be saved.
     data = data.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame
+from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
 from tapes.replay.matching import Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
@@ -68,6 +69,12 @@ class ReplayEngine:
         race: Race = Race.RECORDED,
         repeats: Repeats = Repeats.IN_ORDER,
         remember_played: bool = False,
+    ) -> None:
+        with gc_paused():  # millions of new containers for a big recording, none of them garbage
+            self._build(frames, matcher, race, repeats, remember_played)
+
+    def _build(
+        self, frames: Sequence[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool
     ) -> None:
         self._matcher = matcher or Matcher()
         self._race = race

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame, Kind
-from tapes.cassette.store import CassetteError
+from tapes.cassette.store import CassetteError, gc_paused
 from tapes.wire.jsonrpc import MessageType, classify, items
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
@@ -109,7 +109,8 @@ class RecordingIndex:
     @classmethod
     def of(cls, frames: Sequence[Frame]) -> RecordingIndex:
         index = cls()
-        _Walk(index).walk(frames)
+        with gc_paused():  # as for loading: millions of new containers, none of them garbage
+            _Walk(index).walk(frames)
         return index
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:

@@ -415,3 +415,21 @@ def test_unwritable_output_and_port_in_use(tmp_path: Path) -> None:
         result = tapes_record("-o", str(tmp_path / "x.tape"), "--upstream", "http://127.0.0.1:1/", "--listen", f"127.0.0.1:{port}")
     assert result.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_cassette_that_cannot_be_written_keeps_the_proxy_going_and_exits_non_zero(
+    resumable: str, tmp_path: Path
+) -> None:
+    recorder = Recorder(Path("/dev/full"), resumable)
+    try:
+        said = "".join(recorder.process.stderr)  # up to the banner: the error comes first, at once
+        assert "tapes: error: /dev/full: cannot be written (No space left on device); the session goes on" in said
+        with httpx.Client(timeout=TIMEOUT) as client:
+            session = RawSession(client, recorder.url)
+            response = session.post(session.request("tools/call", {"name": "echo", "arguments": {"text": "x"}}))
+            assert response.status_code == 200
+    finally:
+        code = recorder.process.stop(signal.SIGINT)
+    assert code == 1
+    everything = recorder.process.rest_of_stderr()
+    assert "Traceback" not in everything and everything.count("cannot be written") == 1  # said once

@@ -25,7 +25,8 @@ from tapes.cassette.store import (
 )
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 
-from tests.support.samples import EVERY_KIND, EVERY_KIND_HEADER, write_cassette
+from tests.support.paths import ROOT, SUPPORT
+from tests.support.samples import EVERY_KIND, EVERY_KIND_HEADER, HTTP, write_cassette
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 def _assert_one_sentence(message: str) -> None:
@@ -104,6 +105,35 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )
+_INT = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+_TEXT_OR_NONE = st.none() | st.text(max_size=10)
+_MESSAGE = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "method": st.text(max_size=10)}, optional={"id": _INT, "params": st.dictionaries(st.text(), _JSON, max_size=3) | st.lists(_JSON, max_size=3)}
+) | st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": _INT | st.text(), "result": _JSON})
+_HEADERS = st.lists(st.lists(st.text(max_size=8), min_size=2, max_size=2), max_size=3)
+# What each kind holds (the frame model that loading checks), with anything else left free.
+_KIND_FIELDS = {
+    Kind.MESSAGE: st.fixed_dictionaries(
+        {"message": _MESSAGE | st.lists(_MESSAGE, min_size=1, max_size=3)},
+        optional={"data": st.binary(max_size=64), "info": st.just({"partial": True})},
+    ),
+    Kind.RAW: st.fixed_dictionaries({"data": st.binary(max_size=64)}, optional={"info": st.just({"partial": True})}),
+    Kind.STDERR: st.fixed_dictionaries({"data": st.text(max_size=20).map(str.encode)}),
+    Kind.HTTP_REQUEST: st.fixed_dictionaries(
+        {"info": st.fixed_dictionaries({"method": st.text(max_size=8), "path": st.text(), "headers": _HEADERS})}
+    ),
+    Kind.HTTP_RESPONSE: st.fixed_dictionaries({"info": st.fixed_dictionaries({"status": _INT, "headers": _HEADERS})}),
+    Kind.SSE_EVENT: st.fixed_dictionaries(
+        {"info": st.fixed_dictionaries({"id": _TEXT_OR_NONE, "event": _TEXT_OR_NONE, "retry": st.none() | _INT})},
+        optional={"message": _MESSAGE, "data": st.binary(max_size=64)},
+    ),
+    Kind.STREAM_END: st.fixed_dictionaries(
+        {"info": st.fixed_dictionaries({"reason": st.text(max_size=10)}, optional={"detail": _JSON})}
+    ),
+    Kind.EXIT: st.fixed_dictionaries(
+        {"info": st.fixed_dictionaries({"code": st.none() | _INT, "signal": st.none() | _INT})}
+    ),
+}
 _FRAMES = st.lists(
     st.builds(
         Frame,
@@ -112,16 +142,7 @@ _FRAMES = st.lists(
         direction=st.sampled_from(Direction),
         channel=st.text(max_size=10),
         kind=st.sampled_from(Kind),
-        message=st.none(),
-        data=st.none() | st.binary(max_size=64) | st.text(max_size=20).map(str.encode),
-        info=st.none() | st.dictionaries(st.text(max_size=8), _JSON, max_size=3),
-    ).flatmap(
-        lambda frame: st.dictionaries(st.text(), _JSON, min_size=1, max_size=4).map(
-            lambda message: dataclasses.replace(frame, message=message)
-        )
-        if frame.kind is Kind.MESSAGE
-        else st.just(frame)
-    ),
+    ).flatmap(lambda frame: _KIND_FIELDS[frame.kind].map(lambda fields: dataclasses.replace(frame, **fields))),
     max_size=8,
 )
 
@@ -173,32 +194,88 @@ def test_truncated_last_jsonl_line_warns(tmp_path: Path) -> None:
     ]
 
 
-RAW = {"seq": 1, "t": 0.5, "dir": "c2s", "ch": "stdio", "kind": "raw", "data": b"x"}
+RAW = [4, 0.5, 0, 0, 1, None, b"x"]  # seq, t, c2s, channel 0 (stdio), raw, no message, data
+NAN = float("nan")
+
+
+def _raw(**changes: object) -> bytes:
+    fields = list(RAW)
+    for index, name in enumerate(("seq", "t", "dir", "ch", "kind", "msg", "data", "info")):
+        if name in changes:
+            while len(fields) <= index:
+                fields.append(None)
+            fields[index] = changes[name]
+    return msgpack.packb(fields)
 
 
 @pytest.mark.parametrize(
     ("garbage", "problem"),
     [
         pytest.param(b"\xc1", "is not valid msgpack", id="a byte msgpack never uses"),
-        pytest.param(b"\x05", "holds no valid frame", id="a number"),
-        pytest.param(msgpack.packb([1, 2.0, "c2s"]), "holds no valid frame (it is not a map)", id="an array"),
-        pytest.param(msgpack.packb({"seq": 1, "t": 2.0}), "holds no valid frame (it has no dir)", id="missing fields"),
-        pytest.param(msgpack.packb({**RAW, "kind": "nonsense"}), "kind 'nonsense' is unknown", id="unknown kind"),
-        pytest.param(msgpack.packb({**RAW, "seq": "1"}), "seq is not an integer", id="seq not an integer"),
-        pytest.param(msgpack.packb({**RAW, "t": "0.5"}), "time is not a number", id="time not a number"),
-        pytest.param(msgpack.packb({**RAW, "data": "text"}), "data is not bytes", id="data not bytes"),
-        pytest.param(msgpack.packb({**RAW, "info": [1]}), "info is not a map", id="info not a map"),
-        pytest.param(msgpack.packb({**RAW, "kind": "message"}), "message frame without a message", id="no msg"),
+        pytest.param(b"\x05", "(it is not an array of 5 to 8 fields)", id="a number"),
+        pytest.param(msgpack.packb({"seq": 4}), "(it is not an array of 5 to 8 fields)", id="a map"),
+        pytest.param(msgpack.packb([4, 2.0]), "(it is not an array of 5 to 8 fields)", id="missing fields"),
+        pytest.param(_raw(kind=99), "kind 99 is unknown", id="unknown kind"),
+        pytest.param(_raw(dir="c2s"), "direction 'c2s' or kind 1 is unknown", id="direction not a number"),
+        pytest.param(_raw(ch=7), "channel number 7 was never named", id="channel never named"),
+        pytest.param(_raw(ch=1.5), "channel is not a string", id="channel a float"),
+        pytest.param(_raw(seq="1"), "seq is not an integer", id="seq not an integer"),
+        pytest.param(_raw(t="0.5"), "time is not a number", id="time not a number"),
+        pytest.param(_raw(t=NAN), "its time is nan, not a finite number", id="NaN time"),
+        pytest.param(_raw(t=float("inf")), "its time is inf, not a finite number", id="infinite time"),
+        pytest.param(_raw(data="text"), "data is not bytes", id="data not bytes"),
+        pytest.param(_raw(info=[1]), "info is not a map", id="info not a map"),
+        pytest.param(_raw(kind=0, data=None), "message frame without a message", id="no msg"),
+        pytest.param(_raw(kind=0, msg={"a": 1}), "its message is not a JSON-RPC message or batch", id="not JSON-RPC"),
+        pytest.param(_raw(kind=0, msg=[]), "its message is not a JSON-RPC message or batch", id="empty batch"),
+        pytest.param(_raw(kind=0, msg={"jsonrpc": "2.0", "id": [], "result": {}}), "id that is not", id="id a list"),
+        pytest.param(_raw(kind=0, msg={"jsonrpc": "2.0", "id": True, "method": "x"}), "id that is not", id="id bool"),
+        pytest.param(_raw(kind=0, msg=[{"jsonrpc": "2.0", "method": "x", "params": 1}]), "params", id="params 1"),
+        pytest.param(
+            _raw(kind=0, msg={"jsonrpc": "2.0", "id": 1, "error": {"code": "x"}}), "error without", id="bad error"
+        ),
+        pytest.param(_raw(msg={"jsonrpc": "2.0", "method": "x"}), "it is a raw frame with a message", id="raw + msg"),
+        pytest.param(_raw(kind=3, info={"method": "GET", "path": "/"}), "headers are not a list", id="no headers"),
+        pytest.param(_raw(kind=4, info={"status": "200", "headers": []}), "info status is str, not int", id="status"),
+        pytest.param(_raw(kind=6, info={}), "info reason is NoneType, not str", id="stream end without reason"),
+        pytest.param(_raw(kind=7, info={"code": 1.5, "signal": None}), "info code is float", id="exit code float"),
         pytest.param(b"\xdb\xff\xff\xff\xff", "does not start a frame", id="a length running past the end"),
     ],
 )
-def test_garbage_in_the_middle_is_one_sentence_naming_the_byte(tmp_path: Path, garbage: bytes, problem: str) -> None:
+def test_garbage_in_the_middle_is_one_sentence_naming_the_frame_and_byte(
+    tmp_path: Path, garbage: bytes, problem: str
+) -> None:
     head = write_cassette(tmp_path / "a.tape", EVERY_KIND[:3])
     tail = write_cassette(tmp_path / "b.tape", EVERY_KIND[3:])[len(write_cassette(tmp_path / "c.tape", [])) :]
     with pytest.raises(CassetteError) as caught:
         loads(head + garbage + tail, "a.tape")
     message = str(caught.value)
-    assert message.startswith(f"a.tape: byte {len(head)} ")
+    assert message.startswith(f"a.tape: frame 4 (byte {len(head)}) ") or message.startswith(
+        f"a.tape: byte {len(head)} does not start a frame"
+    )
+    assert problem in message
+    _assert_one_sentence(message)
+
+
+V1_RAW = {"seq": 1, "t": 0.5, "dir": "c2s", "ch": "stdio", "kind": "raw", "data": b"x"}
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        pytest.param([1, 2.0, "c2s"], "(it is not a map)", id="an array"),
+        pytest.param({"seq": 1, "t": 2.0}, "(it has no dir)", id="missing fields"),
+        pytest.param({**V1_RAW, "kind": "nonsense"}, "kind 'nonsense' is unknown", id="unknown kind"),
+        pytest.param({**V1_RAW, "t": NAN}, "its time is nan, not a finite number", id="NaN time"),
+        pytest.param({**V1_RAW, "kind": "message", "msg": {"id": 1}}, "not a JSON-RPC message", id="not JSON-RPC"),
+    ],
+)
+def test_a_bad_v1_frame_is_one_sentence_naming_the_frame_and_byte(record: object, problem: str) -> None:
+    head = msgpack.packb(EVERY_KIND_HEADER.record(1)) + msgpack.packb(V1_RAW)
+    with pytest.raises(CassetteError) as caught:
+        loads(head + msgpack.packb(record), "a.tape")
+    message = str(caught.value)
+    assert message.startswith(f"a.tape: frame 2 (byte {len(head)}) is not a valid frame ")
     assert problem in message
     _assert_one_sentence(message)
 
@@ -223,8 +300,8 @@ def test_garbage_jsonl_line_names_byte_and_line(tmp_path: Path) -> None:
 )
 def test_msgpack_extension_types_are_refused(tmp_path: Path, extension: object) -> None:
     head = write_cassette(tmp_path / "a.tape", EVERY_KIND[:1])
-    record = {**RAW, "kind": "message", "msg": {"jsonrpc": "2.0", "id": 1, "result": extension}}
-    with pytest.raises(CassetteError, match=f"byte {len(head)} .*extension type") as caught:
+    record = [2, 0.5, 1, 0, 0, {"jsonrpc": "2.0", "id": 1, "result": extension}]
+    with pytest.raises(CassetteError, match=f"frame 2 \\(byte {len(head)}\\) .*extension type") as caught:
         loads(head + msgpack.packb(record), "a.tape")
     _assert_one_sentence(str(caught.value))
 
@@ -240,7 +317,7 @@ def test_msgpack_extension_types_are_refused(tmp_path: Path, extension: object) 
         pytest.param(b'{"a": 1}\n', "a.tape: is not a cassette (byte 0 holds no mcp-tapes header)", id="JSON"),
         pytest.param(
             msgpack.packb({"mcp-tapes": 99, "transport": "stdio"}),
-            "a.tape: has an unusable header at byte 0 (format version 99 is not supported (this is",
+            "a.tape: has an unusable header at byte 0 (format version 99 is not supported (this reads 1 to 2)",
             id="future format",
         ),
         pytest.param(
@@ -325,3 +402,36 @@ def test_protocol_version_unknown() -> None:
 def test_format_version_is_in_the_header(tmp_path: Path) -> None:
     content = write_cassette(tmp_path / "a.tape", [])
     assert msgpack.unpackb(content)["mcp-tapes"] == FORMAT_VERSION
+
+
+# --- format versions ------------------------------------------------------------------------
+
+
+
+def test_a_committed_v1_cassette_still_loads_as_its_json_lines_twin(tmp_path: Path) -> None:
+    """tests/support/data/weather-v1.tape is cassettes/example/weather.tape as format 1 wrote it (maps)."""
+    v1 = load(SUPPORT / "data" / "weather-v1.tape")
+    twin = load(ROOT / "cassettes" / "example" / "weather.jsonl")
+    assert v1.header.format == 1 and v1.warnings == []
+    assert (v1.header, v1.frames) == (twin.header, twin.frames)
+    assert len(v1.frames) > 10
+    save(v1, tmp_path / "v2.tape")  # saving writes v2, with the same content
+    v2 = load(tmp_path / "v2.tape")
+    assert v2.header.format == 2 and (v2.header, v2.frames) == (v1.header, v1.frames)
+
+
+def test_v2_frames_are_arrays_that_name_a_channel_once(tmp_path: Path) -> None:
+    content = write_cassette(tmp_path / "a.tape", EVERY_KIND)
+    objects = list(msgpack.Unpacker(io.BytesIO(content), raw=False))
+    assert objects[0]["mcp-tapes"] == 2
+    arrays = objects[1:]
+    assert all(type(array) is list and 5 <= len(array) <= 8 for array in arrays)
+    assert [array[3] for array in arrays] == ["stdio", 0, 0, 0, 0, HTTP, 1, 1, 1, 0, 0, 0]
+    assert arrays[3] == [4, 0.03, 1, 0, 1, None, b"\xff\xfe not JSON \x00"]  # trailing empty fields left out
+
+
+def test_json_lines_keeps_the_v1_layout(tmp_path: Path) -> None:
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:1]), tmp_path / "a.jsonl", jsonl=True)
+    header, frame = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert header.startswith('{"mcp-tapes":1,')
+    assert frame.startswith('{"seq":1,"t":0.0,"dir":"c2s","ch":"stdio","kind":"message","msg":')

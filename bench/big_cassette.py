@@ -1,0 +1,127 @@
+"""A big cassette, end to end: how long until it is usable, against msgpack alone.
+
+    python bench/big_cassette.py [--frames 1000000] [--dir DIR] [--skip-view]
+
+Writes N frames of stdio traffic (the mix of bench/cassette_io.py) as a v2 cassette, then, each
+in its own process so each peak RSS is its own:
+- decode floor: msgpack alone iterating over the file (cyclic GC off): no loader can beat it;
+- v1 decode floor: the same, over the same frames in the v1 layout (maps), the floor the
+  targets were first set against;
+- load: `tapes.cassette.store.load`;
+- replay, first answer: `tapes replay FILE` started, sent the first recorded request, until its
+  answer is read (process start, imports and indexing included);
+- view: `tapes view FILE -o PAGE` until it exits.
+Prints seconds, the ratio to the decode floor, and peak RSS against the file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgpack
+
+from cassette_io import make_frames
+from tapes.cassette.store import CassetteWriter, Header, frame_record, load
+
+TAPES = [sys.executable, "-m", "tapes"]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child_peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def _phase(phase: str, path: Path) -> dict[str, float]:
+    """One measurement, in this (fresh) process."""
+    start = time.perf_counter()
+    if phase.endswith("decode floor"):
+        gc.disable()
+        with open(path if phase == "decode floor" else path.with_suffix(".v1"), "rb") as file:
+            count = sum(1 for _ in msgpack.Unpacker(file, max_buffer_size=0))
+        assert count > 1
+    elif phase == "load":
+        assert not load(path).warnings
+    elif phase == "replay, first answer":
+        first = make_frames(1)[0].message  # the first recorded request (the frames are generated the same each time)
+        replay = subprocess.Popen(
+            [*TAPES, "replay", str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert replay.stdin is not None and replay.stdout is not None
+        replay.stdin.write(json.dumps(first).encode() + b"\n")
+        replay.stdin.flush()
+        while line := replay.stdout.readline():
+            answer = json.loads(line)
+            if answer.get("id") == first["id"] and "method" not in answer:
+                break
+        seconds = time.perf_counter() - start
+        status = Path(f"/proc/{replay.pid}/status").read_text()
+        peak = int(next(row for row in status.splitlines() if row.startswith("VmHWM")).split()[1]) / 1024
+        replay.kill()
+        replay.wait()
+        return {"seconds": seconds, "rss_peak": peak}
+    elif phase == "view":
+        subprocess.run([*TAPES, "view", str(path), "-o", str(path.with_suffix(".html"))], check=True,
+                       stderr=subprocess.DEVNULL)
+        return {"seconds": time.perf_counter() - start, "rss_peak": _child_peak_rss_mb(),
+                "page_mb": path.with_suffix(".html").stat().st_size / 1e6}
+    return {"seconds": time.perf_counter() - start, "rss_peak": _peak_rss_mb()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=1_000_000)
+    parser.add_argument("--dir", type=Path, default=None, help="Where to put the cassette (default: a temp dir).")
+    parser.add_argument("--skip-view", action="store_true", help="Leave out `tapes view`.")
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        print(json.dumps(_phase(args.phase, args.path)))
+        return
+
+    with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
+        path = Path(scratch) / "big.tape"
+        header = Header(transport="stdio", server={"command": ["python", "weather_server.py"]})
+        frames = make_frames(args.frames)
+        with CassetteWriter(path, header) as writer:
+            for i in range(0, len(frames), 10_000):
+                writer.write(frames[i : i + 10_000])
+        pack = msgpack.Packer().pack
+        with open(path.with_suffix(".v1"), "wb") as v1:
+            v1.write(pack(header.record(1)))
+            for i in range(0, len(frames), 10_000):
+                v1.write(b"".join(pack(frame_record(frame)) for frame in frames[i : i + 10_000]))
+        del frames
+        size_mb = path.stat().st_size / 1e6
+        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer"] + ([] if args.skip_view else ["view"])
+        rows = {}
+        for phase in phases:
+            out = subprocess.run(
+                [sys.executable, __file__, "--phase", phase, "--path", str(path)],
+                check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+            ).stdout
+            rows[phase] = json.loads(out.strip().splitlines()[-1])
+
+    floor, v1_floor = rows["decode floor"]["seconds"], rows["v1 decode floor"]["seconds"]
+    print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB")
+    print(f"{'phase':<22} {'seconds':>8} {'x floor':>8} {'x v1 floor':>10} {'RSS peak':>9} {'x file':>7}")
+    for phase, row in rows.items():
+        print(f"{phase:<22} {row['seconds']:>8.2f} {row['seconds'] / floor:>8.2f} {row['seconds'] / v1_floor:>10.2f}"
+              f" {row['rss_peak']:>7.0f}MB"
+              f" {row['rss_peak'] / size_mb:>7.2f}" + (f"   page {row['page_mb']:.1f} MB" if "page_mb" in row else ""))
+
+
+if __name__ == "__main__":
+    main()

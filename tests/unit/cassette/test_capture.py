@@ -1,0 +1,61 @@
+"""The stdio recorder's raw capture (what a killed recorder leaves behind) loads as frames."""
+
+from __future__ import annotations
+
+import msgpack
+
+from tapes.cassette.capture import CAPTURE_KEY, END, chunk_head, exit_record
+from tapes.cassette.frames import Direction, Kind
+from tapes.cassette.stdio_framer import Stream
+from tapes.cassette.store import Header, loads
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+def _capture(*records: bytes, unapplied: tuple[str, ...] = ()) -> bytes:
+    header = {**Header(transport="stdio", server={"command": ["x"]}).record(), CAPTURE_KEY: {"unapplied": list(unapplied)}}
+    return msgpack.packb(header) + b"".join(records)
+
+
+def _chunk(t: float, code: int, payload: bytes = b"") -> bytes:
+    return chunk_head(t, code, len(payload)) + payload
+
+
+def test_a_capture_left_by_a_killed_recorder_loads_as_frames() -> None:
+    notification = b'{"jsonrpc":"2.0","method":"notifications/x"}\n'
+    content = _capture(
+        _chunk(0.1, Stream.CLIENT_STDIN, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"ha'),
+        _chunk(0.2, Stream.SERVER_STDOUT, b'{"jsonrpc":"2.0","id":1,"result":{}}\n'),
+        _chunk(0.15, Stream.SERVER_STDERR, b"log"),  # appended late by another pump: times stay in order
+        _chunk(0.3, Stream.SERVER_STDOUT, notification)[:-10],  # the kill cut this append: never forwarded
+        unapplied=("hook:hooks:scrub",),
+    )
+    cassette = loads(content, "killed.tape")
+    assert [(f.seq, f.t, f.direction, f.kind, f.payload, f.partial) for f in cassette.frames] == [
+        (1, 0.1, C2S, Kind.MESSAGE, b'{"jsonrpc":"2.0","id":1,"method":"ping"}', False),
+        (2, 0.2, S2C, Kind.MESSAGE, b'{"jsonrpc":"2.0","id":1,"result":{}}', False),
+        (3, 0.2, C2S, Kind.RAW, b'{"ha', True),  # every stream ended with the recorder
+        (4, 0.2, C2S, Kind.STREAM_END, b"", False),
+        (5, 0.2, S2C, Kind.STREAM_END, b"", False),
+        (6, 0.2, S2C, Kind.STDERR, b"log", True),
+    ]
+    assert len(cassette.warnings) == 2
+    assert "truncated at byte" in cassette.warnings[0]
+    assert cassette.warnings[1] == (
+        "killed.tape: the recorder stopped before the server exited, so this cassette is its raw capture, "
+        "framed now; hook:hooks:scrub was not applied to it"
+    )
+
+
+def test_a_capture_adds_nothing_after_a_normal_exit_or_when_no_server_ran() -> None:
+    content = _capture(
+        _chunk(0.1, Stream.CLIENT_STDIN, b"{}\n{"),  # the client's stdin never ends
+        _chunk(0.2, END + Stream.SERVER_STDOUT),
+        _chunk(0.2, END + Stream.SERVER_STDERR),
+        msgpack.packb(exit_record(0.3, 0, None)),
+    )
+    cassette = loads(content)
+    assert [f.kind for f in cassette.frames] == [Kind.RAW, Kind.STREAM_END, Kind.EXIT]
+    assert cassette.frames[-1].info == {"code": 0, "signal": None}
+    assert cassette.warnings == []
+    assert loads(_capture()).frames == []
