@@ -11,12 +11,19 @@ from typing import Any
 import uvicorn
 
 
-def serve(app: Any, name: str, port: int = 0, certfile: str | None = None, keyfile: str | None = None,
-          path: str = "/mcp") -> None:
+def listening_socket(port: int = 0) -> socket.socket:
+    """A socket listening on 127.0.0.1 (a free port by default), for a server that must know its
+    own address before its app is built."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
+    return sock
+
+
+def serve(app: Any, name: str, port: int = 0, certfile: str | None = None, keyfile: str | None = None,
+          path: str = "/mcp", sock: socket.socket | None = None) -> None:
+    sock = sock or listening_socket(port)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", ssl_certfile=certfile, ssl_keyfile=keyfile))
     scheme = "https" if certfile else "http"
 

@@ -1,0 +1,140 @@
+"""An OAuth-protected MCP server written with the official Python SDK (`mcp.server.auth`): the MCP
+endpoint /mcp is a protected resource, and the same origin is its authorization server (metadata,
+dynamic client registration, /authorize, /token), run over Streamable HTTP on 127.0.0.1.
+
+    python tests/servers/oauth_server.py [--port N]
+
+The authorization server approves every request at once (no login page): /authorize redirects
+straight back to the client's redirect_uri with a fresh code, so a headless client completes the
+flow. Codes, tokens and client secrets are random, as a real server's are. The server's own checks
+are the SDK's: PKCE S256 at /token, the redirect_uri, the registered client's secret; and tokens
+are bound to the `resource` the client asked for (validate_token_resource).
+
+- `echo(text)`     returns the text
+- `whoami()`       the client id and scopes of the token the call was made with
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mcp.server.auth.middleware.auth_context import get_access_token  # noqa: E402
+from mcp.server.auth.provider import (  # noqa: E402
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions  # noqa: E402
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken  # noqa: E402
+from serving import listening_socket, serve  # noqa: E402
+
+SCOPE = "notes"
+
+
+class ApprovingProvider:
+    """An in-memory authorization server that approves every authorization request."""
+
+    def __init__(self) -> None:
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.tokens: dict[str, AccessToken] = {}
+        self.refresh_tokens: dict[str, RefreshToken] = {}
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        assert client_info.client_id is not None
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        code = secrets.token_urlsafe(24)
+        assert client.client_id is not None
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or [SCOPE],
+            expires_at=time.time() + 300,
+            client_id=client.client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
+        del self.codes[authorization_code.code]
+        return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        return self.refresh_tokens.get(refresh_token)
+
+    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]) -> OAuthToken:
+        del self.refresh_tokens[refresh_token.token]
+        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        return self.tokens.get(token)
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.tokens.pop(getattr(token, "token", ""), None)
+
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self.tokens[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, resource=resource)
+        self.refresh_tokens[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        return OAuthToken(access_token=access, token_type="Bearer", expires_in=3600, scope=" ".join(scopes),
+                          refresh_token=refresh)
+
+
+def make_server(origin: str) -> MCPServer:
+    server = MCPServer(
+        name="oauth-notes",
+        version="1.0.0",
+        log_level="WARNING",
+        auth_server_provider=ApprovingProvider(),
+        auth=AuthSettings(
+            issuer_url=origin,
+            resource_server_url=f"{origin}/mcp",
+            required_scopes=[SCOPE],
+            validate_token_resource=True,
+            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE],
+                                                                  default_scopes=[SCOPE]),
+        ),
+    )
+
+    @server.tool(description="Return the text.")
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="The client id and scopes of the caller's token.")
+    def whoami() -> str:
+        token = get_access_token()
+        return "anonymous" if token is None else f"scopes={' '.join(token.scopes)}"
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    sock = listening_socket(args.port)
+    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    serve(make_server(origin).streamable_http_app(), "oauth server", sock=sock)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The official Python SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`) run headless: its
+redirect handler follows the /authorize redirect with an HTTP client instead of a browser and hands
+the code and state the redirect carried to its callback handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the redirect handler reads the Location
+
+
+@dataclass
+class MemoryStorage:
+    """The SDK's TokenStorage, in memory: a fresh one is a client that never logged in."""
+
+    tokens: OAuthToken | None = None
+    client_info: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client_info = client_info
+
+
+@dataclass
+class HeadlessBrowser:
+    """Plays the user's browser: opens the authorization URL and reads where it redirects."""
+
+    redirects: list[str] = field(default_factory=list)
+
+    async def open(self, authorization_url: str) -> None:
+        async with httpx2.AsyncClient() as http:
+            response = await http.get(authorization_url, follow_redirects=False)
+        assert response.status_code in (302, 303, 307), (response.status_code, response.text)
+        self.redirects.append(response.headers["location"])
+
+    async def callback(self) -> AuthorizationCodeResult:
+        query = parse_qs(urlsplit(self.redirects[-1]).query)
+        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0],
+                                       iss=query.get("iss", [None])[0])
+
+
+@dataclass
+class OAuthSession:
+    """What a logged-in session returned, and what the client holds afterwards."""
+
+    results: list[Any]
+    storage: MemoryStorage
+    browser: HeadlessBrowser
+
+
+def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser) -> OAuthClientProvider:
+    metadata = OAuthClientMetadata(
+        client_name="tapes oauth test",
+        redirect_uris=[REDIRECT_URI],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="client_secret_post",
+    )
+    return OAuthClientProvider(url, metadata, storage, redirect_handler=browser.open, callback_handler=browser.callback)
+
+
+async def _session(url: str) -> OAuthSession:
+    storage, browser = MemoryStorage(), HeadlessBrowser()
+    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser), follow_redirects=True) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            tools = await client.list_tools()
+            echoed = await client.call_tool("echo", {"text": "hello through OAuth"})
+            who = await client.call_tool("whoami", {})
+    results = [
+        sorted(tool.name for tool in tools.tools),
+        [content.model_dump(mode="json") for content in echoed.content],
+        [content.model_dump(mode="json") for content in who.content],
+    ]
+    return OAuthSession(results, storage, browser)
+
+
+def oauth_session(url: str) -> OAuthSession:
+    """Log in to the MCP server at `url` from scratch (discovery, registration, authorization code
+    with PKCE, token), then list its tools and call two of them."""
+    return anyio.run(_session, url)
