@@ -1,0 +1,235 @@
+"""OAuth on the wire, sans-IO: which fields of a form, a JSON document or a redirect carry a secret
+or are fresh on every run, how such bodies are read, and moving the origins a flow names from one
+place to another (the upstream's into the recorder's, the recording's into the replayer's).
+
+A recorded authorization flow names origins in what the client reads: protected resource metadata
+(`resource`, `authorization_servers`), `WWW-Authenticate` (`resource_metadata=`), authorization
+server metadata (issuer, endpoints), the `/authorize` redirect (`iss`); and the client sends them
+back in requests (the `resource` indicator). `OriginMap` rewrites them all consistently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+# Values that are credentials wherever they appear in an OAuth body or redirect (RFC 6749, 7591,
+# 7521/7523 assertions, 8693 token exchange, OpenID Connect).
+SECRET_FIELDS = frozenset({
+    "access_token", "refresh_token", "id_token", "client_secret", "code", "code_verifier",
+    "assertion", "client_assertion", "subject_token", "actor_token", "registration_access_token",
+    "device_code",
+})
+# Values a client makes up anew on every run: never compared when a replay matches a request.
+FRESH_FIELDS = frozenset({
+    "code_verifier", "code_challenge", "state", "nonce", "assertion", "client_assertion", "jti", "iat", "exp",
+})
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_form(content_type: str | None) -> bool:
+    return media_type(content_type) == FORM
+
+
+def is_json(content_type: str | None) -> bool:
+    kind = media_type(content_type)
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def form_fields(body: bytes) -> list[tuple[str, str]] | None:
+    """The fields of a form-encoded body, in order; None when it is not one."""
+    try:
+        return parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def json_document(body: bytes) -> Any:
+    """The JSON value of a body, or None when it is not JSON."""
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def encode_document(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def body_fields(content_type: str | None, body: bytes) -> dict[str, Any] | None:
+    """A form or JSON object body as {name: value} (a repeated form field: its values as a list);
+    None for any other body."""
+    if is_form(content_type):
+        fields = form_fields(body)
+        if fields is None:
+            return None
+        grouped: dict[str, Any] = {}
+        for name, value in fields:
+            grouped.setdefault(name, []).append(value)
+        return {name: values[0] if len(values) == 1 else values for name, values in grouped.items()}
+    if is_json(content_type) or body[:1] == b"{":
+        document = json_document(body)
+        return document if isinstance(document, dict) else None
+    return None
+
+
+def query_fields(target: str) -> dict[str, Any]:
+    """The query of a request target (path?query) as {name: value} (repeated: a list)."""
+    grouped: dict[str, Any] = {}
+    for name, value in parse_qsl(urlsplit(target).query, keep_blank_values=True):
+        grouped.setdefault(name, []).append(value)
+    return {name: values[0] if len(values) == 1 else values for name, values in grouped.items()}
+
+
+def differing_fields(recorded: dict[str, Any], live: dict[str, Any], ignored: Iterable[str] = FRESH_FIELDS) -> list[str]:
+    """The names whose values differ between a recorded and a live set of fields, fresh ones aside."""
+    skip = set(ignored)
+    return sorted(name for name in recorded.keys() | live.keys() if name not in skip and recorded.get(name) != live.get(name))
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+
+def redact_document(value: Any, hide: Callable[[str], str]) -> tuple[Any, bool]:
+    """A JSON document with the values of secret fields (at any depth) replaced by `hide(value)`."""
+    if isinstance(value, dict):
+        changed = False
+        result = {}
+        for key, item in value.items():
+            if key in SECRET_FIELDS and isinstance(item, str) and item:
+                result[key], changed = hide(item), True
+            else:
+                result[key], inner = redact_document(item, hide)
+                changed |= inner
+        return result, changed
+    if isinstance(value, list):
+        redacted = [redact_document(item, hide) for item in value]
+        return [item for item, _ in redacted], any(changed for _, changed in redacted)
+    return value, False
+
+
+def redact_pairs(pairs: Sequence[tuple[str, str]], hide: Callable[[str], str]) -> tuple[list[tuple[str, str]], bool]:
+    redacted = [(name, hide(value) if name in SECRET_FIELDS and value else value) for name, value in pairs]
+    return redacted, redacted != list(pairs)
+
+
+def redact_body(content_type: str | None, body: bytes, hide: Callable[[str], str]) -> bytes:
+    """A form or JSON (non-JSON-RPC) body with its secret fields hidden; any other body as it is."""
+    if is_form(content_type):
+        fields = form_fields(body)
+        if fields:
+            redacted, changed = redact_pairs(fields, hide)
+            return urlencode(redacted).encode() if changed else body
+        return body
+    if is_json(content_type):
+        document = json_document(body)
+        if isinstance(document, (dict, list)):
+            redacted, changed = redact_document(document, hide)
+            return encode_document(redacted) if changed else body
+    return body
+
+
+def redact_url(url: str, hide: Callable[[str], str]) -> str:
+    """A URL (a redirect's Location, a request target) with the secret fields of its query hidden."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    redacted, changed = redact_pairs(pairs, hide)
+    return urlunsplit(parts._replace(query=urlencode(redacted))) if changed else url
+
+
+def redact_credentials(value: str, hide: Callable[[str], str]) -> str:
+    """An Authorization-style header value: `Bearer TOKEN` keeps its scheme and hides the token, so a
+    token has one placeholder in headers and in the bodies that handed it out."""
+    scheme, _, credentials = value.partition(" ")
+    if credentials and scheme.lower() in ("bearer", "dpop"):
+        return f"{scheme} {hide(credentials.strip())}"
+    return hide(value)
+
+
+# --- origins ------------------------------------------------------------------------------------
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _origin_pattern(origin: str) -> str:
+    """A regex for an origin as it appears in text, with its default port written or not, and not
+    followed by more of a host name or port."""
+    parts = urlsplit(origin)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    host = re.escape(f"{parts.scheme}://{parts.hostname if ':' not in (parts.hostname or '') else f'[{parts.hostname}]'}")
+    port = parts.port
+    if port is None or port == default:
+        port_part = f"(?::{default})?" if default else ""
+    else:
+        port_part = f":{port}"
+    return host + port_part + r"(?![\w.:-])"
+
+
+@dataclass(frozen=True)
+class OriginMap:
+    """Origins to replace, old -> new, applied together (a replacement is never replaced again)."""
+
+    pairs: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[str, str]]) -> OriginMap:
+        return cls(tuple((old, new) for old, new in pairs if old and new and old != new))
+
+    def __bool__(self) -> bool:
+        return bool(self.pairs)
+
+    @property
+    def _regex(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"({_origin_pattern(old)})" for old, _ in self.pairs), re.I)
+
+    def text(self, text: str) -> str:
+        """Every occurrence of an old origin in plain text (a JSON document, a header value) replaced."""
+        if not self.pairs:
+            return text
+        return self._regex.sub(lambda match: self.pairs[match.lastindex - 1][1], text)  # type: ignore[operator]
+
+    def url(self, url: str) -> str:
+        """A URL on an old origin moved to the new one, and the query values that name one too
+        (`iss=`, `resource=`, which are percent-encoded in place)."""
+        if not self.pairs:
+            return url
+        moved = self.text(url.split("?", 1)[0]) + (("?" + url.split("?", 1)[1]) if "?" in url else "")
+        parts = urlsplit(moved)
+        if not parts.query:
+            return moved
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        rewritten = [(name, self.text(value)) for name, value in pairs]
+        return urlunsplit(parts._replace(query=urlencode(rewritten))) if rewritten != pairs else moved
+
+    def body(self, content_type: str | None, body: bytes) -> bytes:
+        """A form body's field values, or a JSON document's text, with the origins replaced."""
+        if is_form(content_type):
+            fields = form_fields(body)
+            if fields:
+                rewritten = [(name, self.text(value)) for name, value in fields]
+                return urlencode(rewritten).encode() if rewritten != fields else body
+            return body
+        if is_json(content_type):
+            try:
+                text = body.decode()
+            except UnicodeDecodeError:
+                return body
+            return self.text(text).encode()
+        return body
+
+    def reversed(self) -> OriginMap:
+        return OriginMap(tuple((new, old) for old, new in self.pairs))
