@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-PARSE_ERROR = -32700
+PARSE_ERROR = -32700  # JSON-RPC 2.0's error codes for a message that is not JSON, or not a request
 INVALID_REQUEST = -32600
 MAX_DEPTH = 128
 """Deepest nesting of arrays and objects taken from a live client (matching walks messages recursively)."""
