@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -37,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from replayer.console import print_summary, print_warnings, stderr_console
+from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, load, replace_file
 from tapes.errors import UserError
@@ -151,6 +153,7 @@ class ReplayOptions:
     max_body: int = MAX_BODY
     control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
     new_episodes: NewEpisodes | None = None  # hand a session over to the real server at its first miss
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # request heads, slow and idle connections
 
 
 class HttpReplayer:
@@ -559,8 +562,20 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 def _uvicorn(replayer: HttpReplayer) -> _Server:
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
-    config = uvicorn.Config(replayer.app, log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(replayer.app, log_level="warning", lifespan="off", access_log=False,
+                            http=guarded_protocol(replayer.options.limits))
     return _Server(replayer, config)
+
+
+def _exposure_warning(sock: socket.socket) -> str | None:
+    """The warning for a replayer others can reach: it listens beyond the loopback interface."""
+    host = sock.getsockname()[0]
+    address = ipaddress.ip_address(host.split("%", 1)[0])
+    if address.is_loopback:
+        return None
+    where = "every interface" if address.is_unspecified else "an address that is not loopback"
+    return (f"tapes: WARNING: listening on {host}, {where}: other machines can reach this replayer "
+            "and what the cassette holds (use --listen 127.0.0.1:PORT to keep it local)")
 
 
 def _url(sock: socket.socket, path: str) -> str:
@@ -623,6 +638,8 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     print_warnings(console, cassette)
     replayer = HttpReplayer(cassette, options)
     sock = _listening_socket(host, port)
+    if warning := _exposure_warning(sock):
+        console.print(warning, style="yellow", soft_wrap=True, markup=False)
     console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
     sys.stderr.flush()
     # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so

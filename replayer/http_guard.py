@@ -49,7 +49,8 @@ class _GuardedHttpTools(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._head_size: int | None = 0  # bytes received of the request head being read; None while none is
+        self._head_size: int | None = 0  # bytes received since the request head began; None while none is read
+        self._head_read = 0  # bytes of it parsed (a chunk may hold a whole head and more)
         self._timer: asyncio.TimerHandle | None = None  # the head's or the body's deadline
         self._refusal: tuple[int, str] | None = None
 
@@ -76,14 +77,23 @@ class _GuardedHttpTools(HttpToolsProtocol):
     # Once a request is refused, the parser callbacks do nothing more (no app call for it): the
     # refusal is sent when the parser is done with the chunk.
 
+    def on_url(self, url: bytes) -> None:
+        self._head_read += len(url)
+        if self._refusal is None:
+            super().on_url(url)
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_read += len(name) + len(value) + 4  # ": " and CRLF
         if self._refusal is None and len(self.headers) >= self.LIMITS.max_headers:
             self._refusal = (431, f"more than {self.LIMITS.max_headers} header fields")
+        if self._refusal is None and self._head_read > self.LIMITS.max_head:
+            self._refusal = (431, f"request head larger than {self.LIMITS.max_head} bytes")
         if self._refusal is None:
             super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._head_size = None
+        self._head_read = 0
         self._start_timer(self.LIMITS.body_timeout, self._body_timed_out)
         if self._refusal is None:
             super().on_headers_complete()
