@@ -69,7 +69,7 @@ from tapes.replay.streams import (
 )
 from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, moved_to_origin
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse, read_client
 from tapes.wire.sse import is_event_stream
 
 if TYPE_CHECKING:
@@ -245,7 +245,8 @@ class HttpReplayer:
         body = await _body(request, self.options.max_body)
         if isinstance(body, Response):
             return body
-        message = parse(body)
+        incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
+        message = incoming.message
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session
@@ -255,7 +256,7 @@ class HttpReplayer:
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
             return await session.handover.forward(request, body)
-        reception = session.replay.receive(body, message, list(request.headers.items()))
+        reception = session.replay.receive(body, incoming, list(request.headers.items()))
         if reception.missed and session.replay.may_hand_over:
             if (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
                 return handed_over

@@ -19,7 +19,6 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict, deque
 from collections.abc import Hashable, Sequence
 from enum import StrEnum
@@ -30,17 +29,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
 from tapes.replay.matching import Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    MessageType,
-    classify,
-    encode,
-    items,
-    parse,
-)
-
-_UNPARSED = object()  # receive() was not handed the parsed message
+from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
 
 class Race(StrEnum):
@@ -138,18 +127,25 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes, message: Any = _UNPARSED) -> Reception:
-        """One message (or batch) from the live client, as wire bytes; `message` is what
-        `jsonrpc.parse` makes of them, when the adapter has already parsed them."""
-        if message is _UNPARSED:
-            message = parse(payload)
-        if message is None:
-            return self._receive_raw(payload)
+    def receive(self, payload: bytes, incoming: Incoming | None = None) -> Reception:
+        """One message (or batch) from the live client, as wire bytes; `incoming` is what
+        `jsonrpc.read_client` makes of them, when the adapter has already read them.
+
+        This is where live input is checked, once: whatever is not well-formed JSON-RPC (not
+        JSON, too deep, an id that is an array, params that are a string, ...) gets its JSON-RPC
+        error (-32700 or -32600, with the live id when it had a usable one) and counts as a miss,
+        and everything after this point can trust the shape of what it is handed."""
+        if incoming is None:
+            incoming = read_client(payload)
+        if incoming.message is None and (recorded := self._raw.get(payload)):
+            key = recorded.popleft()  # bytes that are not JSON-RPC, sent by the recorded client too
+            self._consume(key)
+            return Reception(self._release(), channel=self._item_frames[key].channel)
         misses = len(self._report.unmatched)
-        replies: list[Reply] = []
+        replies = [self._refused(payload, refusal) for refusal in incoming.refusals]
         channel = None
         sent: list[ItemKey] = []
-        for item in items(message):
+        for item in items(incoming.message) if incoming.message is not None else ():
             matched, reply = self._receive_item(item)
             replies += reply
             if matched is not None:
@@ -210,16 +206,11 @@ class ReplayEngine:
             if key not in sent:
                 self._consume(key)
 
-    def _receive_raw(self, payload: bytes) -> Reception:
-        recorded = self._raw.get(payload)
-        if recorded:
-            key = recorded.popleft()
-            self._consume(key)
-            return Reception(self._release(), channel=self._item_frames[key].channel)
-        self._miss(f"{len(payload)} bytes that are not JSON-RPC", "the recording has no such bytes from the client")
-        if _is_json(payload):
-            return Reception([], [Reply.error(None, INVALID_REQUEST, "Invalid Request")], missed=1)
-        return Reception([], [Reply.error(None, PARSE_ERROR, "Parse error")], missed=1)
+    def _refused(self, payload: bytes, refusal: Refusal) -> Reply:
+        what = "bytes that are not JSON" if refusal.code == PARSE_ERROR else "a message that is not JSON-RPC"
+        self._miss(f"{len(payload)} {what}" if refusal.id is None else f"a message with id {refusal.id!r} that is not JSON-RPC",
+                   refusal.reason)
+        return Reply(refusal.reply())
 
     def _receive_item(self, item: dict[str, Any]) -> tuple[ItemKey | None, list[Reply]]:
         """The recorded client item this live one matched (None if none), and any reply."""
@@ -230,7 +221,7 @@ class ReplayEngine:
             recorded = self._answers.get(item["id"])
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
         elif item["method"] == "notifications/cancelled":
-            live_id = (item.get("params") or {}).get("requestId")
+            live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
             if interaction is not None and self._race is Race.CANCEL_WINS:
                 interaction.withheld = True
@@ -291,7 +282,7 @@ class ReplayEngine:
 
     def _go_live(self, interaction: Interaction, request: dict[str, Any]) -> None:
         interaction.live_id = request["id"]
-        interaction.live_token = ((request.get("params") or {}).get("_meta") or {}).get("progressToken")
+        interaction.live_token = params_of(request).get("_meta", {}).get("progressToken")
         self._by_live_id[request["id"]] = interaction
 
     def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
@@ -384,11 +375,3 @@ def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, 
             return item
         return {**item, "params": {**params, "progressToken": owner.live_token}}
     return item
-
-
-def _is_json(payload: bytes) -> bool:
-    try:
-        json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return True

@@ -15,15 +15,13 @@ An adapter (stdio, HTTP, in-memory, ...) only moves bytes:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tapes.cassette.frames import Frame
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.outcomes import Reception, Report
 from tapes.wire.http import HeaderFields
-
-_UNPARSED = object()
+from tapes.wire.jsonrpc import Incoming
 
 
 class ReplaySession:
@@ -42,8 +40,9 @@ class ReplaySession:
         """What the server sent before the client said anything."""
         return self._noted(Reception(self.engine.start()))
 
-    def receive(self, payload: bytes, message: Any = _UNPARSED, headers: HeaderFields = ()) -> Reception:
-        reception = self.engine.receive(payload) if message is _UNPARSED else self.engine.receive(payload, message)
+    def receive(self, payload: bytes, incoming: Incoming | None = None, headers: HeaderFields = ()) -> Reception:
+        """A live client message; `incoming`: what `jsonrpc.read_client` made of it, if the adapter read it."""
+        reception = self.engine.receive(payload, incoming)
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
         return self._noted(reception)

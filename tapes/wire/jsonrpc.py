@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tapes.wire.eras import NAME_PARAMS
+
 PARSE_ERROR = -32700  # JSON-RPC 2.0's error codes for a message that is not JSON, or not a request
 INVALID_REQUEST = -32600
 MAX_DEPTH = 128
@@ -197,7 +199,8 @@ def refusal(item: Any) -> Refusal | None:
     """Why one live client message (a batch's item) is not well-formed JSON-RPC 2.0 as MCP uses it,
     or None. Checked once, where client messages come in, so that nothing after has to doubt
     their shape: ids, `requestId` and `progressToken` are strings or integers, a method is a
-    string, params an object or an array, a response has a result or an error object."""
+    string, params an object or an array (the name or uri a request is about a string), a
+    response has a result or an error object."""
     if not isinstance(item, dict):
         return Refusal(INVALID_REQUEST, "a message must be a JSON object")
     live_id = item.get("id") if usable_id(item.get("id")) else None
@@ -236,6 +239,9 @@ def _params_refusal(item: dict[str, Any], refused: Callable[[str], Refusal]) -> 
         return refused("the requestId of notifications/cancelled must be a string or an integer")
     if method == "notifications/progress" and not (isinstance(params, dict) and usable_id(params.get("progressToken"))):
         return refused("the progressToken of notifications/progress must be a string or an integer")
+    named = NAME_PARAMS.get(method)
+    if named and isinstance(params, dict) and named in params and not isinstance(params[named], str):
+        return refused(f"the {named} of {method} must be a string")
     if isinstance(params, dict) and "_meta" in params:
         meta = params["_meta"]
         if not isinstance(meta, dict):
@@ -243,6 +249,35 @@ def _params_refusal(item: dict[str, Any], refused: Callable[[str], Refusal]) -> 
         if "progressToken" in meta and not usable_id(meta["progressToken"]):
             return refused("a progressToken must be a string or an integer")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A live client's payload as read at the edge: its well-formed JSON-RPC, a message or a batch
+    of them (None when there is none), and a refusal for each part that is not."""
+
+    message: Any
+    refusals: list[Refusal]
+
+    @property
+    def json(self) -> bool:
+        """Whether the payload was JSON at all (else it may be recorded bytes the client sent)."""
+        return not (self.refusals and self.refusals[0].code == PARSE_ERROR)
+
+
+def read_client(payload: bytes) -> Incoming:
+    """What a live client sent, checked once: the well-formed messages, and why the rest is not."""
+    value, refused = read_json(payload)
+    if refused is not None:
+        return Incoming(None, [refused])
+    if not isinstance(value, list):
+        refused = refusal(value)
+        return Incoming(None, [refused]) if refused else Incoming(value, [])
+    if not value:
+        return Incoming(None, [Refusal(INVALID_REQUEST, "a batch must hold at least one message")])
+    checked = [(item, refusal(item)) for item in value]
+    good = [item for item, refused in checked if refused is None]
+    return Incoming(good or None, [refused for _, refused in checked if refused is not None])
 
 
 def params_of(message: dict[str, Any]) -> dict[str, Any]:
