@@ -21,15 +21,23 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Hashable, Sequence
+from itertools import islice
 from enum import StrEnum
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
-from tapes.replay.matching import Matcher
+from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
+
+
+NEAREST_CANDIDATES = 16
+"""How many unplayed recorded requests of the same method a miss is compared with (the first ones
+in recorded order): naming the nearest must not cost a search of the whole recording."""
+DEEP_DIFF_SIZE = 64 * 1024
+"""Bytes past which a miss and a candidate are compared member by member of their params, not in depth."""
 
 
 class Race(StrEnum):
@@ -69,8 +77,14 @@ class ReplayEngine:
         self._closed_by_client = index.closed_by_client
         # what live messages are matched against, each in recorded order, unplayed first
         self._requests: dict[Hashable, list[Interaction]] = defaultdict(list)
+        # ... and what a miss is compared with: per method, the unplayed ones in recorded order (a
+        # dict as an ordered set: taking one out costs nothing)
+        self._unplayed_by_method: dict[str | None, dict[Interaction, None]] = defaultdict(dict)  # None: any method
         for interaction in index.interactions:
             self._requests[self._key(interaction.request)].append(interaction)
+            self._unplayed_by_method[interaction.request["method"]][interaction] = None
+            self._unplayed_by_method[None][interaction] = None
+        self._sizes: dict[Interaction, int] = {}  # encoded size of the recorded requests compared so far
         self._notifications: dict[Hashable, deque[ItemKey]] = defaultdict(deque)
         for key, item in index.notifications:
             self._notifications[self._key(item)].append(key)
@@ -146,7 +160,7 @@ class ReplayEngine:
         channel = None
         sent: list[ItemKey] = []
         for item in items(incoming.message) if incoming.message is not None else ():
-            matched, reply = self._receive_item(item)
+            matched, reply = self._receive_item(item, len(payload))
             replies += reply
             if matched is not None:
                 sent.append(matched)
@@ -201,7 +215,8 @@ class ReplayEngine:
         for interaction in self._channel_interactions.get(channel, ()):
             if not interaction.matched and not interaction.withheld:
                 interaction.withheld = True
-                self._requests[self._matcher.key(interaction.request["method"], interaction.request.get("params"))].remove(interaction)
+                self._requests[self._key(interaction.request)].remove(interaction)
+                self._played_out(interaction)
         for key in self._channel_items.get(channel, ()):
             if key not in sent:
                 self._consume(key)
@@ -212,11 +227,12 @@ class ReplayEngine:
                    refusal.reason)
         return Reply(refusal.reply())
 
-    def _receive_item(self, item: dict[str, Any]) -> tuple[ItemKey | None, list[Reply]]:
-        """The recorded client item this live one matched (None if none), and any reply."""
+    def _receive_item(self, item: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
+        """The recorded client item this live one matched (None if none), and any reply. `size`:
+        the bytes it came in (its batch's, for an item of one)."""
         kind = classify(item)
         if kind is MessageType.REQUEST:
-            return self._receive_request(item)
+            return self._receive_request(item, size)
         if kind in (MessageType.RESULT, MessageType.ERROR):
             recorded = self._answers.get(item["id"])
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
@@ -239,7 +255,7 @@ class ReplayEngine:
         self._consume(key)
         return key, []
 
-    def _receive_request(self, request: dict[str, Any]) -> tuple[ItemKey | None, list[Reply]]:
+    def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
         key = self._matcher.key(request["method"], request.get("params"))
         interaction = self._take(key, request)
         if interaction is None:
@@ -247,10 +263,11 @@ class ReplayEngine:
             if previous is not None:
                 self._resent += self._repeat(previous, request)
                 return previous.client_items[0], []
-            reason = self._nearest(request)
+            reason = self._nearest(request, size)
             self._miss(f"{request['method']} id {request['id']!r}", reason)
             return None, [Reply.error(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
         interaction.matched = True
+        self._played_out(interaction)
         self._played[key].append(interaction)
         self._go_live(interaction, request)
         self._consume(interaction.client_items[0])
@@ -291,22 +308,36 @@ class ReplayEngine:
         self._report.repeated += 1
         return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 
-    def _nearest(self, request: dict[str, Any]) -> str:
-        """One sentence naming the closest unplayed recorded request and what differed."""
+    def _nearest(self, request: dict[str, Any], size: int) -> str:
+        """One sentence naming the closest unplayed recorded request and what differed. Bounded
+        whatever the recording: only the first NEAREST_CANDIDATES unplayed requests of the same
+        method (of any method when there is none) are compared, and large ones only member by
+        member of their params."""
         method = request["method"]
         if self._repeats is Repeats.STRICT and (expected := self._next_unplayed()) is not None:
-            shown = "; ".join(d.describe() for d in self._matcher.differences(expected.request, request)[:3])
+            found = self._differences(expected, request, size)
+            shown = "; ".join(d.describe() for d in found[:3])
             return f"requests must come in recorded order: the next recorded is {expected.describe()}, differing at {shown}"
-        unplayed = [i for i in self._interactions if not i.matched]
-        if not unplayed:
+        # the first unplayed requests of the same method; of any method when there is none
+        candidates = list(islice(self._unplayed_by_method.get(method) or self._unplayed_by_method[None], NEAREST_CANDIDATES))
+        if not candidates:
             return f"no recorded request matches {method}: every recorded request was already played"
-        scored = []
-        for interaction in unplayed:
-            found = self._matcher.differences(interaction.request, request)
-            scored.append((interaction.request["method"] != method, len(found), interaction.frame_seq, interaction, found))
-        _, _, _, nearest, found = min(scored, key=lambda entry: entry[:3])
+        scored = [(interaction.request["method"] != method, len(found), interaction.frame_seq, interaction, found)
+                  for interaction in candidates for found in [self._differences(interaction, request, size)]]
+        *_, nearest, found = min(scored, key=lambda entry: entry[:3])
         shown = "; ".join(d.describe() for d in found[:3]) + ("; …" if len(found) > 3 else "")
         return f"no recorded request matches {method}; nearest recorded is {nearest.describe()}, differing at {shown}"
+
+    def _played_out(self, interaction: Interaction) -> None:
+        """It can no longer be matched: no miss is compared with it any more."""
+        self._unplayed_by_method[interaction.request["method"]].pop(interaction, None)
+        self._unplayed_by_method[None].pop(interaction, None)
+
+    def _differences(self, interaction: Interaction, request: dict[str, Any], size: int) -> list[Difference]:
+        if interaction not in self._sizes:
+            self._sizes[interaction] = len(encode(interaction.request))
+        deep = max(size, self._sizes[interaction]) <= DEEP_DIFF_SIZE
+        return self._matcher.differences(interaction.request, request, deep=deep)
 
     def _miss(self, summary: str, reason: str) -> None:
         self._report.unmatched.append(Unmatched(summary, reason))

@@ -10,6 +10,8 @@ from tapes.cassette.frames import Frame
 from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, encode
 
 NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
+SUMMARY_LIMIT = 10
+"""Lines per list (unmatched, unused) in the printed summary; the JSON report has them all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +87,8 @@ class Report:
             "recorded": self.recorded,
         }
 
-    def lines(self) -> list[str]:
-        """The end-of-replay summary: a count line, then one line per problem."""
+    def lines(self, limit: int = SUMMARY_LIMIT) -> list[str]:
+        """The end-of-replay summary: a count line, then a line per problem, `limit` of each kind."""
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
         if self.repeated:
             counts += f", {self.repeated} repeated"
@@ -94,8 +96,8 @@ class Report:
             counts += f", {self.recorded} new frames recorded from the real server"
         return (
             [counts]
-            + [f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched]
-            + [f"unused {request}" for request in self.unused]
+            + _capped([f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched[: limit + 1]], len(self.unmatched), limit, "unmatched")
+            + _capped([f"unused {request}" for request in self.unused[: limit + 1]], len(self.unused), limit, "unused")
         )
 
     def merge(self, other: Report) -> None:
@@ -104,3 +106,10 @@ class Report:
         self.recorded += other.recorded
         self.unmatched += other.unmatched
         self.unused += other.unused
+
+
+def _capped(lines: list[str], total: int, limit: int, what: str) -> list[str]:
+    if total <= limit:
+        return lines
+    more = f"{total - limit:,}".replace(",", " ")
+    return [*lines[:limit], f"… and {more} more {what} (all of them in the JSON report: --report FILE)"]
