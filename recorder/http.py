@@ -42,6 +42,7 @@ from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 from tapes.cassette.store import CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 from tapes.wire.http import header
+from tapes.wire.oauth import OriginMap
 from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
@@ -84,13 +85,18 @@ class Upstream:
 class RecorderAddon:
     """Notes each exchange on `capture` as tuples (see `_CassetteSink.handle`) and streams SSE.
 
-    `rewrite` is (upstream origin, proxy origin) in reverse mode, for legacy endpoint events."""
+    `rewrite` is (upstream origin, proxy origin) in reverse mode, for legacy endpoint events;
+    `origins` moves the upstream's origin into the proxy's in what an authorization flow hands the
+    client (documents, WWW-Authenticate, Location), and back in what the client sends upstream
+    (the `resource` indicator), so the flow works through the proxy. The cassette keeps what the
+    client saw and sent."""
 
     def __init__(self, capture: Callable[[tuple[Any, ...]], None], start: float) -> None:
         self._capture = capture
         self._start = start
         self._numbers = itertools.count(1)
         self.rewrite: tuple[str, str] | None = None
+        self.origins = OriginMap.of(())
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method != "CONNECT":  # a forward proxy's tunnel is not an exchange
@@ -102,6 +108,11 @@ class RecorderAddon:
         request = flow.request
         self._capture(("request", time.monotonic() - self._start, exchange, request.method, request.path,
                        request.headers.fields, request.raw_content))
+        if self.origins:
+            upstream = self.origins.reversed()
+            request.path = upstream.url(request.path)
+            if request.content:
+                request.content = upstream.body(request.headers.get("content-type"), request.content)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         exchange = flow.metadata.get(EXCHANGE)
@@ -124,6 +135,8 @@ class RecorderAddon:
             return
         response = flow.response
         t = time.monotonic() - self._start
+        if self.origins and not response.stream:
+            self._move_origins(response)
         if not response.stream:
             self._capture(("response", t, exchange, response.status_code, response.headers.fields, response.raw_content))
         self._capture(("end", t, exchange, CLOSED, None))
@@ -134,6 +147,16 @@ class RecorderAddon:
         message = flow.error.msg
         reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
         self._capture(("end", time.monotonic() - self._start, exchange, reason, message))
+
+    def _move_origins(self, response: http.Response) -> None:
+        headers = response.headers
+        for name in ("www-authenticate", "link"):
+            if name in headers:
+                headers.set_all(name, [self.origins.text(value) for value in headers.get_all(name)])
+        if "location" in headers:
+            headers["location"] = self.origins.url(headers["location"])
+        if response.content:
+            response.content = self.origins.body(headers.get("content-type"), response.content)
 
     def _endpoint_rewriter(self, flow: http.HTTPFlow) -> EndpointRewriter | None:
         # Only a legacy GET /sse stream starts with an endpoint event; Streamable HTTP GETs carry a session.
@@ -154,6 +177,7 @@ class _CassetteSink:
         self._output = output
         self._before_record = before_record
         self.failed = False
+        self.labels: dict[str, str] = {}  # added to the header's labels at the end
         self._writer: CassetteWriter | None = None
         try:
             self._writer = CassetteWriter(output, header)  # raises CassetteError (a UserError) if it cannot be opened
@@ -174,7 +198,7 @@ class _CassetteSink:
         if self.failed:
             return
         cassette = load(self._output)
-        labels = dict(cassette.header.labels)
+        labels = dict(cassette.header.labels) | self.labels
         if cassette.protocol_version:
             labels["protocol_version"] = cassette.protocol_version
         if self._framer.sessions:
@@ -305,7 +329,7 @@ async def _serve(
     master = Master(opts)
     addon = RecorderAddon(sink.capture, time.monotonic())
     master.addons.add(*default_addons())
-    master.addons.add(addon, _Startup(master, addon, target, shown, confdir, banner))
+    master.addons.add(addon, _Startup(master, addon, sink, target, shown, confdir, banner))
     # Connect upstream per request, not when the client connects: an upstream that is down
     # then fails that request with a 502 (recorded), not the client's connection.
     opts.update(connection_strategy="lazy")
@@ -338,10 +362,11 @@ class _Startup:
 
     name = "_startup"
 
-    def __init__(self, master: Master, addon: RecorderAddon, target: Upstream | None, shown: tuple[str, str] | None,
-                 confdir: str, banner: TextIO):
+    def __init__(self, master: Master, addon: RecorderAddon, sink: _CassetteSink, target: Upstream | None,
+                 shown: tuple[str, str] | None, confdir: str, banner: TextIO):
         self._master = master
         self._addon = addon
+        self._sink = sink
         self._target = target
         self._shown = shown
         self._confdir = confdir
@@ -370,5 +395,9 @@ class _Startup:
         else:
             assert self._shown is not None
             self._addon.rewrite = (self._target.origin, proxy_origin)
+            self._addon.origins = OriginMap.of([(self._target.origin, proxy_origin)])
+            # what a replay moves to its own origin (a URL's userinfo or query is not part of it)
+            self._sink.labels["origin"] = proxy_origin
+            self._sink.labels["rewritten"] = f"{self._target.origin} -> {proxy_origin}"
             url, path = self._shown
             print(f"tapes: recording {proxy_origin}{path} -> {url}", file=self._banner, flush=True)

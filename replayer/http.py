@@ -37,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from replayer.console import print_summary, print_warnings, stderr_console
+from replayer.console import PREFIX, print_summary, print_warnings, stderr_console
 from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, load, replace_file
@@ -56,6 +56,7 @@ from tapes.replay.http_rules import (
 )
 from tapes.replay.outcomes import Action, Reception, Reply, Report
 from tapes.replay.session import ReplaySession, merged_report, summary
+from tapes.replay.oauth import AuthFlow
 from tapes.replay.sessions import RecordedSession, legacy_session_id, split_sessions
 from tapes.replay.streams import (
     MALFORMED_EVENT,
@@ -166,11 +167,13 @@ class HttpReplayer:
         self._faults = FaultPlan(self.options.faults)
         new_episodes = self.options.new_episodes is not None
         control = self.options.control.for_cassette(cassette.header)
-        self._sessions = [_Session(recorded, control, new_episodes) for recorded in split_sessions(cassette.frames)]
+        # An authorization flow's exchanges are served apart from the MCP sessions.
+        self.auth, mcp_frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
+        self._sessions = [_Session(recorded, control, new_episodes) for recorded in split_sessions(mcp_frames)]
         self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
-        requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
-        if not requests:
+        requests = [f.info or {} for f in mcp_frames if f.kind is Kind.HTTP_REQUEST]
+        if not requests and not self.auth:
             raise UserError("the cassette has no HTTP requests: replay it without --http")
         self.paths = list(dict.fromkeys(info.get("path", "/").split("?", 1)[0] for info in requests))
         self._versions = KNOWN_VERSIONS | recorded_versions(cassette.frames)
@@ -188,12 +191,13 @@ class HttpReplayer:
         return [session.replay for session in self._sessions]
 
     def report_lines(self) -> list[str]:
-        """The replay summary, one block per recorded session (named when there are several)."""
-        return summary(self.replays)[0]
+        """The replay summary, one block per recorded session (named when there are several), then
+        the authorization flow's."""
+        return summary(self.replays)[0] + self.auth.report_lines()
 
     @property
     def clean(self) -> bool:
-        return summary(self.replays)[1]
+        return summary(self.replays)[1] and self.auth.clean
 
     def report(self) -> Report:
         """The sessions' reports as one."""
@@ -229,12 +233,23 @@ class HttpReplayer:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
             return _error(403, "Forbidden: Origin not allowed")
         path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
+        body: bytes | None = None
+        if self.auth.claims(request.method, path):
+            read = await _body(request, self.options.max_body) if request.method == "POST" else b""
+            if isinstance(read, Response):
+                return read
+            body = read
+            target = path + (f"?{request.url.query}" if request.url.query else "")
+            origin = f"{request.url.scheme}://{request.url.netloc}"
+            answer = self.auth.answer(request.method, target, list(request.headers.items()), body, origin)
+            if answer is not None:
+                return Response(answer.body, answer.status, headers=dict(answer.headers))
         if path not in self.paths:
             return _error(404, f"Not Found: the recording has no endpoint {path}")
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             return _error(400, problem)
         if request.method == "POST":
-            return await self._post(request)
+            return await self._post(request, body)
         session = self._session_for(request, None)
         if isinstance(session, Response):
             return session
@@ -244,8 +259,8 @@ class HttpReplayer:
             return await self._get(request, session)
         return await self._delete(request, session)
 
-    async def _post(self, request: Request) -> Response:
-        body = await _body(request, self.options.max_body)
+    async def _post(self, request: Request, read: bytes | None = None) -> Response:
+        body = read if read is not None else await _body(request, self.options.max_body)
         if isinstance(body, Response):
             return body
         incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
@@ -683,4 +698,7 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
             signal.signal(signum, handler)
     replayer.add_new_episodes()
     clean = print_summary(console, replayer.replays)
-    return 1 if strict and not clean else 0
+    for number, line in enumerate(replayer.auth.report_lines()):
+        console.print(PREFIX + line, style=("green" if replayer.auth.clean else "red") if number == 0 else "yellow",
+                      soft_wrap=True, markup=False)
+    return 1 if strict and not (clean and replayer.auth.clean) else 0

@@ -42,7 +42,7 @@ class HttpFramer:
         info = {"method": method, "path": self._redactor.path(path), "headers": self._redactor.headers(headers)}
         frames = [self._frame(t, Direction.CLIENT_TO_SERVER, exchange, Kind.HTTP_REQUEST, info=info)]
         if body:
-            frames.append(self._body(t, Direction.CLIENT_TO_SERVER, exchange, body))
+            frames.append(self._body(t, Direction.CLIENT_TO_SERVER, exchange, body, header(headers, "content-type")))
         return frames
 
     def response(self, t: float, exchange: int, status: int, headers: Fields, body: bytes | None) -> list[Frame]:
@@ -54,7 +54,7 @@ class HttpFramer:
         if body is None and is_event_stream(header(headers, "content-type")):
             self._streams[exchange] = SSEParser()
         elif body:
-            frames.append(self._body(t, Direction.SERVER_TO_CLIENT, exchange, body))
+            frames.append(self._body(t, Direction.SERVER_TO_CLIENT, exchange, body, header(headers, "content-type")))
         return frames
 
     def chunk(self, t: float, exchange: int, data: bytes) -> list[Frame]:
@@ -83,10 +83,11 @@ class HttpFramer:
         message, data = self._decoded(event.data.encode())
         return self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.SSE_EVENT, message=message, data=data, info=info)
 
-    def _body(self, t: float, direction: Direction, exchange: int, body: bytes) -> Frame:
+    def _body(self, t: float, direction: Direction, exchange: int, body: bytes, content_type: str | None) -> Frame:
         message, data = self._decoded(body)
-        kind = Kind.RAW if message is None else Kind.MESSAGE
-        return self._frame(t, direction, exchange, kind, message=message, data=data)
+        if message is None:  # not JSON-RPC: an OAuth form or document keeps no secret either
+            return self._frame(t, direction, exchange, Kind.RAW, data=self._redactor.body(content_type, body))
+        return self._frame(t, direction, exchange, Kind.MESSAGE, message=message, data=data)
 
     def _decoded(self, payload: bytes) -> tuple[Any, bytes | None]:
         """(message, verbatim bytes) of a payload; a redacted message loses its verbatim copy,

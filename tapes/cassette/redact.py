@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from tapes.wire.jsonrpc import encode, items
+from tapes.wire.oauth import SECRET_FIELDS, redact_body, redact_credentials, redact_url
 
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie")
 # A header or query parameter name looks like it carries a credential when one of its words is
@@ -32,6 +33,8 @@ _SECRET_LIKE = "~secret-like(" + "|".join(sorted(SECRET_WORDS)) + ")"
 SECRET_LIKE_RULE = "header" + _SECRET_LIKE
 SECRET_QUERY_RULE = "query" + _SECRET_LIKE
 USERINFO_RULE = "url:userinfo"
+OAUTH_RULE = "oauth(" + "|".join(sorted(SECRET_FIELDS)) + ")"
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 
 
 def secret_like(name: str) -> bool:
@@ -53,6 +56,7 @@ class RedactionRules:
     headers: frozenset[str] = frozenset(SECRET_HEADERS)
     secret_like_headers: bool = True
     secret_like_query: bool = True
+    oauth: bool = True  # OAuth secrets in form and JSON bodies, redirect Locations and queries
     json_paths: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
@@ -64,11 +68,11 @@ class RedactionRules:
 
     @classmethod
     def none(cls) -> RedactionRules:
-        return cls(headers=frozenset(), secret_like_headers=False, secret_like_query=False)
+        return cls(headers=frozenset(), secret_like_headers=False, secret_like_query=False, oauth=False)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.headers or self.secret_like_headers or self.secret_like_query or self.json_paths)
+        return bool(self.headers or self.secret_like_headers or self.secret_like_query or self.oauth or self.json_paths)
 
     def names(self) -> tuple[str, ...]:
         """The rules as listed in a cassette header: `header:NAME`, `header~secret-like(...)`,
@@ -78,6 +82,8 @@ class RedactionRules:
             names.append(SECRET_LIKE_RULE)
         if self.secret_like_query:
             names += [SECRET_QUERY_RULE, USERINFO_RULE]
+        if self.oauth:
+            names.append(OAUTH_RULE)
         names += ["json:" + ".".join(path) for path in self.json_paths]
         return tuple(names)
 
@@ -107,16 +113,30 @@ class Redactor:
         return found
 
     def headers(self, fields: Iterable[tuple[str, str]]) -> list[list[str]]:
-        """Header fields as [[name, value], ...], in order and original case, secrets replaced."""
-        redacts = self.rules.redacts_header
-        return [[name, self.placeholder(value) if redacts(name) else value] for name, value in fields]
+        """Header fields as [[name, value], ...], in order and original case, secrets replaced
+        (a bearer token keeps its scheme: `Bearer <redacted:N>`, N as where the token was issued)."""
+        return [[name, self._header_value(name, value)] for name, value in fields]
+
+    def _header_value(self, name: str, value: str) -> str:
+        lowered = name.lower()
+        if self.rules.redacts_header(name):
+            if self.rules.oauth and lowered in _CREDENTIAL_HEADERS:
+                return redact_credentials(value, self.placeholder)
+            return self.placeholder(value)
+        if self.rules.oauth and lowered == "location":
+            return redact_url(value, self.placeholder)
+        return value
+
+    def body(self, content_type: str | None, body: bytes) -> bytes:
+        """A body that is not JSON-RPC (a form, a JSON document) with its OAuth secrets replaced."""
+        return redact_body(content_type, body, self.placeholder) if self.rules.oauth else body
 
     def path(self, path: str) -> str:
         """A request target (`/mcp?api_key=...`) with the values of secret-like query parameters
         replaced; the rest is kept byte for byte."""
-        if not self.rules.secret_like_query:
+        if not (self.rules.secret_like_query or self.rules.oauth):
             return path
-        return _with_secret_query(path, self.placeholder)
+        return _with_secret_query(path, self.placeholder, self._secret_name)
 
     def url(self, url: str) -> str:
         """A URL with its userinfo (`user:password@`) and secret-like query parameters replaced."""
@@ -125,7 +145,10 @@ class Redactor:
         parts = urlsplit(url)
         userinfo, at, host = parts.netloc.rpartition("@")
         netloc = f"{self.placeholder(userinfo)}@{host}" if at else parts.netloc
-        return urlunsplit(parts._replace(netloc=netloc, query=_secret_query(parts.query, self.placeholder)))
+        return urlunsplit(parts._replace(netloc=netloc, query=_secret_query(parts.query, self.placeholder, self._secret_name)))
+
+    def _secret_name(self, name: str) -> bool:
+        return (self.rules.secret_like_query and secret_like(name)) or (self.rules.oauth and name in SECRET_FIELDS)
 
     def message(self, message: Any) -> tuple[Any, bool]:
         """The message (or batch) with the JSON paths' values replaced, and whether anything was:
@@ -158,18 +181,18 @@ class Redactor:
         return changed
 
 
-def _secret_query(query: str, replace: Callable[[str], str]) -> str:
+def _secret_query(query: str, replace: Callable[[str], str], secret: Callable[[str], bool] = secret_like) -> str:
     """A query string with the values of its secret-like parameters replaced by `replace(value)`."""
     if not query:
         return query
     fields = []
     for field in query.split("&"):
         name, equals, value = field.partition("=")
-        fields.append(f"{name}={replace(unquote_plus(value))}" if equals and value and secret_like(unquote_plus(name)) else field)
+        fields.append(f"{name}={replace(unquote_plus(value))}" if equals and value and secret(unquote_plus(name)) else field)
     return "&".join(fields)
 
 
-def _with_secret_query(target: str, replace: Callable[[str], str]) -> str:
+def _with_secret_query(target: str, replace: Callable[[str], str], secret: Callable[[str], bool]) -> str:
     path, question, query = target.partition("?")
-    return path + question + _secret_query(query, replace) if question else target
+    return path + question + _secret_query(query, replace, secret) if question else target
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tapes.wire.jsonrpc import parse
+
 # Values that are credentials wherever they appear in an OAuth body or redirect (RFC 6749, 7591,
 # 7521/7523 assertions, 8693 token exchange, OpenID Connect).
 SECRET_FIELDS = frozenset({
@@ -216,7 +218,10 @@ class OriginMap:
         return urlunsplit(parts._replace(query=urlencode(rewritten))) if rewritten != pairs else moved
 
     def body(self, content_type: str | None, body: bytes) -> bytes:
-        """A form body's field values, or a JSON document's text, with the origins replaced."""
+        """A form body's field values, or a JSON document's text, with the origins replaced; a
+        JSON-RPC message is MCP's, not the flow's, and kept as it is."""
+        if not self.pairs or parse(body) is not None:
+            return body
         if is_form(content_type):
             fields = form_fields(body)
             if fields:

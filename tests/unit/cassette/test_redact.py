@@ -24,7 +24,7 @@ def test_default_rules_redact_credentials_and_keep_protocol_headers() -> None:
         ]
     )
     assert headers == [
-        ["Authorization", "<redacted:1>"],
+        ["Authorization", "Bearer <redacted:1>"],  # the scheme is kept, the token hidden
         ["Cookie", "<redacted:2>"],
         ["X-Api-Key", "<redacted:3>"],
         ["x-auth-token", "<redacted:4>"],
@@ -41,8 +41,8 @@ def test_the_same_secret_gets_the_same_placeholder() -> None:
     redactor = Redactor(RedactionRules.default())
     first = redactor.headers([("Authorization", "Bearer X"), ("Set-Cookie", "id=9")])
     again = redactor.headers([("authorization", "Bearer X"), ("Authorization", "Bearer Y")])
-    assert first[0][1] == again[0][1] == "<redacted:1>"
-    assert again[1][1] == "<redacted:3>"
+    assert first[0][1] == again[0][1] == "Bearer <redacted:1>"
+    assert again[1][1] == "Bearer <redacted:3>"
 
 
 def test_extra_header_names() -> None:

@@ -1,0 +1,287 @@
+"""Replaying an OAuth authorization flow, sans-IO.
+
+A recording of an OAuth-protected server holds, besides the MCP sessions, the exchanges of the
+flow: the 401/403 that refused an MCP request (with its `WWW-Authenticate`), the well-known
+documents, dynamic client registration, the `/authorize` redirect and the `/token` POST. They are
+not part of any MCP session: `AuthFlow.split` takes them out of the frames, and `AuthFlow.answer`
+serves them by method and path:
+
+- MCP requests (on an MCP endpoint) are told apart by the token they carry: a live request with
+  the token (or no token) a refused request had gets the refusal, any other goes on to the MCP
+  replay. Tokens are redacted placeholders, which the replayed `/token` hands out.
+- Other requests match a recorded one when their query and form or JSON fields are equal, except
+  those fresh on every run (PKCE verifier and challenge, state, nonce, assertions) and the client's
+  redirect URI (a loopback port changes between runs).
+- Answers name the replayer's origin where the recording named the recorder's, and the
+  `/authorize` redirect goes to the live redirect URI with the live state.
+- The checks the real authorization server made still hold: the `code_verifier` at `/token` must
+  match (S256) the `code_challenge` sent to the `/authorize` that issued the code.
+
+An exchange answered once may be answered again (a client fetches metadata again, retries).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from tapes.cassette.frames import Frame, Kind
+from tapes.wire.http import HeaderFields, header
+from tapes.wire.jsonrpc import encode, parse
+from tapes.wire.oauth import FRESH_FIELDS, OriginMap, body_fields, differing_fields, query_fields
+from tapes.wire.sse import is_event_stream
+
+REFUSALS = (401, 403)
+# Not compared either: the client's redirect URI(s), which a replay substitutes.
+_NOT_COMPARED = FRESH_FIELDS | {"redirect_uri", "redirect_uris"}
+# Recorded response headers not replayed: the recorded connection's own.
+_NOT_REPLAYED = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "date", "content-encoding", "server"})
+
+
+@dataclass(frozen=True)
+class AuthExchange:
+    """One recorded exchange of the flow, as the client saw it."""
+
+    channel: str
+    method: str
+    target: str  # path?query
+    request_headers: list[list[str]]
+    request_body: bytes
+    status: int
+    headers: list[list[str]]
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    @property
+    def rpc_method(self) -> str | None:
+        message = parse(self.request_body) if self.request_body else None
+        return message.get("method") if isinstance(message, dict) else None
+
+    @property
+    def token(self) -> str | None:
+        return header(self.request_headers, "authorization")
+
+    @property
+    def refusal(self) -> bool:
+        return self.status in REFUSALS
+
+
+@dataclass(frozen=True)
+class AuthAnswer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+@dataclass
+class _Issued:
+    """What the live client sent to the /authorize whose recorded code it was handed."""
+
+    code_challenge: str | None
+    method: str | None
+
+
+def mcp_paths(frames: Sequence[Frame]) -> set[str]:
+    """The paths MCP is spoken on: where JSON-RPC was posted or an SSE stream served."""
+    heads: dict[str, str] = {}
+    paths = set()
+    for frame in frames:
+        if frame.kind is Kind.HTTP_REQUEST:
+            heads[frame.channel] = (frame.info or {}).get("path", "/").split("?", 1)[0]
+        elif frame.channel in heads and (
+            (frame.from_client and frame.kind is Kind.MESSAGE)
+            or (frame.kind is Kind.HTTP_RESPONSE and is_event_stream(header((frame.info or {}).get("headers"), "content-type")))
+        ):
+            paths.add(heads[frame.channel])
+    return paths
+
+
+def _exchange(frames: list[Frame]) -> AuthExchange | None:
+    request = next((f for f in frames if f.kind is Kind.HTTP_REQUEST), None)
+    response = next((f for f in frames if f.kind is Kind.HTTP_RESPONSE), None)
+    if request is None or response is None:
+        return None
+    sent = b"".join(f.payload for f in frames if f.from_client and f.kind in (Kind.MESSAGE, Kind.RAW))
+    received = b"".join(f.payload for f in frames if not f.from_client and f.kind in (Kind.MESSAGE, Kind.RAW))
+    info, answer = request.info or {}, response.info or {}
+    return AuthExchange(request.channel, info.get("method", "GET"), info.get("path", "/"), info.get("headers") or [],
+                        sent, answer.get("status", 200), answer.get("headers") or [], received)
+
+
+class AuthFlow:
+    """The recorded flow's exchanges, served to a live client (see the module's doc)."""
+
+    def __init__(self, exchanges: list[AuthExchange], mcp: set[str], recorded_origin: str | None) -> None:
+        self.exchanges = exchanges
+        self.mcp_paths = mcp
+        self.recorded_origin = recorded_origin
+        self.served: set[int] = set()
+        self.misses: list[str] = []
+        self._issued: dict[str, _Issued] = {}
+
+    @classmethod
+    def split(cls, frames: Sequence[Frame], recorded_origin: str | None = None) -> tuple[AuthFlow, list[Frame]]:
+        """The flow's exchanges, and the frames left for the MCP sessions. `recorded_origin` is the
+        origin the recorded client used (the cassette's `origin` label), else taken from a Host."""
+        mcp = mcp_paths(frames)
+        by_channel: dict[str, list[Frame]] = {}
+        for frame in frames:
+            if frame.channel.startswith("http:"):
+                by_channel.setdefault(frame.channel, []).append(frame)
+        flow_channels: dict[str, AuthExchange] = {}
+        for channel, exchange_frames in by_channel.items():
+            exchange = _exchange(exchange_frames)
+            if exchange is not None and (exchange.refusal or exchange.path not in mcp):
+                flow_channels[channel] = exchange
+        if recorded_origin is None and flow_channels:
+            host = header(next(iter(flow_channels.values())).request_headers, "host")
+            recorded_origin = f"http://{host}" if host else None
+        rest = [frame for frame in frames if frame.channel not in flow_channels]
+        return cls(list(flow_channels.values()), mcp, recorded_origin), rest
+
+    def __bool__(self) -> bool:
+        return bool(self.exchanges)
+
+    @property
+    def paths(self) -> set[str]:
+        return {exchange.path for exchange in self.exchanges}
+
+    def claims(self, method: str, path: str) -> bool:
+        """Whether a live request may be one of the flow's (its body is needed to tell)."""
+        return any(exchange.method == method and exchange.path == path for exchange in self.exchanges)
+
+    def answer(self, method: str, target: str, headers: HeaderFields, body: bytes, live_origin: str) -> AuthAnswer | None:
+        """The answer to a live request that is part of the flow; None for an MCP request the flow
+        does not refuse (the MCP replay answers it)."""
+        path = target.split("?", 1)[0]
+        candidates = [i for i, e in enumerate(self.exchanges) if e.method == method and e.path == path]
+        if not candidates:
+            return None
+        origins = OriginMap.of([(self.recorded_origin or "", live_origin)])
+        on_mcp = path in self.mcp_paths
+        order = [i for i in candidates if i not in self.served] + [i for i in candidates if i in self.served]
+        differences: list[str] = []
+        for index in order:
+            exchange = self.exchanges[index]
+            if on_mcp:
+                if not self._refuses(exchange, headers, body):
+                    continue
+            else:
+                differing = self._differing(exchange, target, headers, body, origins)
+                if differing:
+                    differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
+                    continue
+                if (problem := self._check_pkce(exchange, target, headers, body)) is not None:
+                    self.misses.append(f"{method} {path}: {problem}")
+                    return _oauth_error(400, "invalid_grant", problem)
+            self.served.add(index)
+            return self._replayed(exchange, target, origins)
+        if on_mcp:
+            return None
+        problem = differences[0] if differences else "no recorded exchange matches"
+        self.misses.append(f"{method} {path}: {problem}")
+        return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({problem})")
+
+    def report_lines(self) -> list[str]:
+        if not self.exchanges:
+            return []
+        line = f"authorization flow: served {len(self.served)} of {len(self.exchanges)} recorded exchanges, {len(self.misses)} unmatched"
+        return [line, *(f"  unmatched: {miss}" for miss in self.misses)]
+
+    @property
+    def clean(self) -> bool:
+        return not self.misses
+
+    # --- matching --------------------------------------------------------------------------
+
+    @staticmethod
+    def _refuses(exchange: AuthExchange, headers: HeaderFields, body: bytes) -> bool:
+        """A refused MCP request matches a live one with the same token (or none) and JSON-RPC method."""
+        if not exchange.refusal or exchange.token != header(headers, "authorization"):
+            return False
+        message = parse(body) if body else None
+        live_method = message.get("method") if isinstance(message, dict) else None
+        return exchange.rpc_method is None or live_method is None or exchange.rpc_method == live_method
+
+    @staticmethod
+    def _differing(exchange: AuthExchange, target: str, headers: HeaderFields, body: bytes, origins: OriginMap) -> list[str]:
+        recorded_query = _moved(query_fields(exchange.target), origins)
+        differing = differing_fields(recorded_query, query_fields(target), _NOT_COMPARED)
+        recorded_type = header(exchange.request_headers, "content-type")
+        recorded_body = body_fields(recorded_type, exchange.request_body) if exchange.request_body else {}
+        live_body = body_fields(header(headers, "content-type"), body) if body else {}
+        if recorded_body is None or live_body is None:  # not a form or JSON object: bytes
+            return differing + (["body"] if exchange.request_body != body else [])
+        return differing + differing_fields(_moved(recorded_body, origins), live_body, _NOT_COMPARED)
+
+    def _check_pkce(self, exchange: AuthExchange, target: str, headers: HeaderFields, body: bytes) -> str | None:
+        """At /token: the live code_verifier against the live code_challenge of the code's /authorize."""
+        fields = body_fields(header(headers, "content-type"), body) or {}
+        issued = self._issued.get(fields.get("code")) if isinstance(fields.get("code"), str) else None
+        verifier = fields.get("code_verifier")
+        if issued is None or issued.code_challenge is None:
+            return None
+        if not isinstance(verifier, str):
+            return "the authorization request had a code_challenge, the token request has no code_verifier"
+        if (issued.method or "plain") == "S256":
+            derived = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        else:
+            derived = verifier
+        if derived != issued.code_challenge:
+            return "the code_verifier does not match the code_challenge of the authorization request (PKCE)"
+        return None
+
+    # --- answering -------------------------------------------------------------------------
+
+    def _replayed(self, exchange: AuthExchange, target: str, origins: OriginMap) -> AuthAnswer:
+        headers = []
+        for name, value in exchange.headers:
+            lowered = name.lower()
+            if lowered in _NOT_REPLAYED:
+                continue
+            if lowered in ("www-authenticate", "link"):
+                value = origins.text(value)
+            elif lowered == "location":
+                value = self._redirect(exchange, target, origins.url(value))
+            headers.append((name, value))
+        return AuthAnswer(exchange.status, headers, origins.body(header(exchange.headers, "content-type"), exchange.body))
+
+    def _redirect(self, exchange: AuthExchange, target: str, location: str) -> str:
+        """The /authorize redirect to the live redirect URI, with the live state, noting the live
+        PKCE challenge for the code it hands out."""
+        recorded, live = query_fields(exchange.target), query_fields(target)
+        base = location.split("?", 1)[0]
+        if isinstance(recorded.get("redirect_uri"), str) and isinstance(live.get("redirect_uri"), str) and (
+                base == recorded["redirect_uri"].split("?", 1)[0]):
+            location = live["redirect_uri"].split("?", 1)[0] + location[len(base):]
+        parts = urlsplit(location)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        fresh = {name: live.get(name) for name in FRESH_FIELDS if isinstance(recorded.get(name), str)}
+        moved = [(name, fresh[name] if name in fresh and value == recorded[name] and isinstance(fresh[name], str) else value)
+                 for name, value in pairs]
+        code = dict(moved).get("code")
+        if code is not None:
+            self._issued[code] = _Issued(_one(live.get("code_challenge")), _one(live.get("code_challenge_method")))
+        return urlunsplit(parts._replace(query=urlencode(moved))) if moved != pairs else location
+
+
+def _one(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _moved(fields: dict[str, Any], origins: OriginMap) -> dict[str, Any]:
+    """Recorded field values with the recorded origin moved to the live one (`resource=`)."""
+    return {name: origins.text(value) if isinstance(value, str) else value for name, value in fields.items()}
+
+
+def _oauth_error(status: int, error: str, description: str) -> AuthAnswer:
+    """An OAuth error response (RFC 6749 5.2)."""
+    body = encode({"error": error, "error_description": description})
+    return AuthAnswer(status, [("content-type", "application/json")], body)
