@@ -1,0 +1,129 @@
+"""OAuth-protected servers end to end: the official SDK's `mcp.server.auth` server
+(tests/servers/oauth_server.py, its authorization server on the same origin) logged in to by the
+SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, run headless), recorded through
+`tapes record --upstream`, then replayed offline by `tapes replay --http` to a client that logs in
+from scratch."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from replayer.http import replay_server
+from tapes.cassette.frames import Kind
+from tapes.cassette.store import load
+
+from tests.support.http_peers import Recorder
+from tests.support.oauth_clients import OAuthSession, oauth_session
+from tests.support.paths import OAUTH_SERVER, TAPES
+from tests.support.processes import Process
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession]]:
+    """A login and three calls recorded through the reverse proxy; the server is gone afterwards."""
+    server = Process(OAUTH_SERVER)
+    cassette = tmp_path_factory.mktemp("oauth") / "oauth.tape"
+    try:
+        upstream = server.wait_for(r"listening on (\S+)")[1]
+        recorder = Recorder(cassette, upstream)
+        try:
+            live = oauth_session(recorder.url)
+        finally:
+            recorder.stop()
+    finally:
+        server.stop()
+    yield cassette, live
+
+
+def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Path, OAuthSession]) -> None:
+    cassette_path, live = recorded
+    # The SDK's strict resource check passed (it raises otherwise) and the calls were authorized.
+    assert live.results[0] == ["echo", "whoami"]
+    assert live.results[2][0]["text"] == "scopes=notes"
+    cassette = load(cassette_path)
+    heads = [f.info for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
+    paths = [(head["method"], head["path"].split("?")[0]) for head in heads]
+    for step in [("GET", "/.well-known/oauth-protected-resource/mcp"), ("GET", "/.well-known/oauth-authorization-server"),
+                 ("POST", "/register"), ("GET", "/authorize"), ("POST", "/token")]:
+        assert step in paths, paths
+    origin = cassette.header.labels["origin"]
+    documents = [f.payload for f in cassette.frames if f.kind is Kind.RAW and f.payload.startswith(b"{")]
+    resource = next(json.loads(d) for d in documents if b'"authorization_servers"' in d)
+    assert resource["resource"] == f"{origin}/mcp" and resource["authorization_servers"] == [origin]
+    upstream = cassette.header.server["url"].rsplit("/", 1)[0]
+    assert cassette.header.labels["rewritten"] == f"{upstream} -> {origin}"
+
+
+def test_the_flow_replays_offline_with_the_live_results(recorded: tuple[Path, OAuthSession]) -> None:
+    cassette, live = recorded
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+    url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
+    replayed = oauth_session(url)
+    replayer.stop(signal.SIGINT)
+    stderr = replayer.rest_of_stderr()
+
+    assert replayed.results == live.results
+    assert replayer.proc.returncode == 0, stderr
+    assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
+    assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
+    # The replay handed out the recorded (redacted) token and accepted it; the redirect carried the
+    # replaying client's own state.
+    assert replayed.storage.tokens is not None and replayed.storage.tokens.access_token.startswith("<redacted:")
+    redirect = replayed.browser.redirects[0]
+    assert "state=" in redirect and redirect.split("state=")[1] not in live.browser.redirects[0]
+
+
+def test_a_wrong_pkce_verifier_is_refused_in_replay(recorded: tuple[Path, OAuthSession]) -> None:
+    """The authorization server's PKCE check still holds in replay: /token with a verifier that
+    does not match the challenge of the /authorize that issued the code gets invalid_grant. The
+    client here sends what the recorded one did, with a challenge of its own."""
+    cassette_path, _ = recorded
+    cassette = load(cassette_path)
+    sent = {f.channel: f.payload for f in cassette.frames if f.from_client and f.kind is Kind.RAW}
+    requests = {(f.info["method"], f.info["path"].split("?")[0]): f for f in cassette.frames if f.kind is Kind.HTTP_REQUEST}
+    register_body = sent[requests["POST", "/register"].channel]
+    recorded_query = httpx.URL(requests["GET", "/authorize"].info["path"]).params
+    with replay_server(cassette) as server, httpx.Client() as http:
+        origin = server.url.rsplit("/", 1)[0]
+        registered = http.post(f"{origin}/register", content=register_body,
+                               headers={"content-type": "application/json"}).json()
+        query = dict(recorded_query) | {"state": "s1", "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+                                        "resource": f"{origin}/mcp"}
+        location = httpx.URL(http.get(f"{origin}/authorize", params=query).headers["location"])
+        assert location.params["state"] == "s1"
+        form = {"grant_type": "authorization_code", "code": location.params["code"], "redirect_uri": query["redirect_uri"],
+                "client_id": registered["client_id"], "client_secret": registered["client_secret"],
+                "resource": f"{origin}/mcp"}
+        wrong = http.post(f"{origin}/token", data=form | {"code_verifier": "not-the-verifier"})
+        right = http.post(f"{origin}/token", data=form | {"code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"})
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant", wrong.text
+    assert "PKCE" in wrong.json()["error_description"]
+    assert right.status_code == 200 and right.json()["access_token"].startswith("<redacted:"), right.text
+
+
+def test_no_token_or_secret_reaches_the_cassette_or_its_renderings(recorded: tuple[Path, OAuthSession], tmp_path: Path) -> None:
+    cassette, live = recorded
+    assert live.storage.tokens is not None and live.storage.client_info is not None
+    code = httpx.URL(live.browser.redirects[0]).params["code"]
+    secrets = [live.storage.tokens.access_token, live.storage.tokens.refresh_token, live.storage.client_info.client_secret,
+               code]
+    assert all(secrets)
+    jsonl = tmp_path / "oauth.jsonl"
+    subprocess.run([*TAPES, "export", str(cassette), "-o", str(jsonl)], check=True, capture_output=True)
+    html = tmp_path / "oauth.html"
+    subprocess.run([*TAPES, "view", str(cassette), "-o", str(html)], check=True, capture_output=True)
+    show = subprocess.run([*TAPES, "show", str(cassette)], check=True, capture_output=True, text=True,
+                          env={"COLUMNS": "1000", "PATH": "/usr/bin:/bin"}).stdout
+    renderings = {"cassette": cassette.read_bytes().decode("latin-1"), "jsonl": jsonl.read_text(),
+                  "view": html.read_text(), "show": show}
+    assert "/token" in show and "<redacted:" in renderings["jsonl"]
+    for name, text in renderings.items():
+        for secret in secrets:
+            assert secret not in text, f"a secret is in the {name}"
