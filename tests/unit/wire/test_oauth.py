@@ -1,0 +1,96 @@
+"""tapes.wire.oauth: secret fields redacted in forms, JSON documents, redirects and bearer headers;
+fields compared with fresh ones aside; origins moved consistently and only where they are whole."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlsplit
+
+from tapes.cassette.redact import RedactionRules, Redactor
+from tapes.wire.oauth import (
+    FORM,
+    OriginMap,
+    body_fields,
+    differing_fields,
+    query_fields,
+    redact_body,
+    redact_credentials,
+    redact_url,
+)
+
+
+def _hide(value: str) -> str:
+    return f"<{len(value)}>"
+
+
+def test_form_secrets_are_hidden_and_the_rest_kept() -> None:
+    body = b"grant_type=authorization_code&code=abc&code_verifier=v3r1f13r&client_id=c1&client_secret=s3cr3t"
+    redacted = redact_body(FORM, body, _hide)
+    assert parse_qs(redacted.decode()) == {"grant_type": ["authorization_code"], "code": ["<3>"],
+                                           "code_verifier": ["<8>"], "client_id": ["c1"], "client_secret": ["<6>"]}
+
+
+def test_json_secrets_are_hidden_at_any_depth() -> None:
+    body = json.dumps({"access_token": "AT", "token_type": "Bearer", "nested": [{"id_token": "IDT"}],
+                       "registration_access_token": "RAT", "client_id": "c1"}).encode()
+    redacted = json.loads(redact_body("application/json; charset=utf-8", body, _hide))
+    assert redacted == {"access_token": "<2>", "token_type": "Bearer", "nested": [{"id_token": "<3>"}],
+                        "registration_access_token": "<3>", "client_id": "c1"}
+
+
+def test_other_bodies_are_kept_byte_for_byte() -> None:
+    assert redact_body("text/plain", b"code=abc", _hide) == b"code=abc"
+    assert redact_body(FORM, b"grant_type=client_credentials", _hide) == b"grant_type=client_credentials"
+
+
+def test_a_redirect_hides_its_code_and_keeps_its_state() -> None:
+    url = redact_url("http://127.0.0.1:9/callback?code=abc&state=xyz", _hide)
+    assert parse_qs(urlsplit(url).query) == {"code": ["<3>"], "state": ["xyz"]}
+    assert redact_url("http://h/cb", _hide) == "http://h/cb"
+
+
+def test_a_bearer_keeps_its_scheme_other_credentials_are_hidden_whole() -> None:
+    assert redact_credentials("Bearer tok", _hide) == "Bearer <3>"
+    assert redact_credentials("Basic Zm9vOmJhcg==", _hide) == "<18>"
+
+
+def test_the_redactor_gives_a_token_one_placeholder_in_bodies_and_headers() -> None:
+    redactor = Redactor(RedactionRules.default())
+    issued = json.loads(redactor.body("application/json", b'{"access_token":"T1","refresh_token":"R1"}'))
+    used = redactor.headers([("Authorization", "Bearer T1"), ("Location", "http://h/cb?code=C1&state=s")])
+    assert used[0] == ["Authorization", f"Bearer {issued['access_token']}"]
+    assert parse_qs(urlsplit(used[1][1]).query) == {"code": ["<redacted:3>"], "state": ["s"]}
+    assert redactor.path("/cb?code=C1") == "/cb?code=<redacted:3>"
+
+
+def test_no_redaction_keeps_oauth_bodies() -> None:
+    redactor = Redactor(RedactionRules.none())
+    assert redactor.body("application/json", b'{"access_token":"T1"}') == b'{"access_token":"T1"}'
+
+
+def test_fields_compare_without_the_fresh_ones() -> None:
+    recorded = body_fields(FORM, b"grant_type=authorization_code&code=c&code_verifier=one&state=a")
+    live = body_fields(FORM, b"grant_type=authorization_code&code=c&code_verifier=two&state=b")
+    assert recorded is not None and live is not None and differing_fields(recorded, live) == []
+    assert differing_fields(recorded, live | {"code": "d"}) == ["code"]
+    assert query_fields("/authorize?a=1&a=2&b=") == {"a": ["1", "2"], "b": ""}
+    assert body_fields("text/plain", b"x") is None
+
+
+def test_origins_move_in_text_urls_and_forms_and_only_whole() -> None:
+    origins = OriginMap.of([("http://127.0.0.1:8000", "http://127.0.0.1:9000")])
+    document = '{"resource":"http://127.0.0.1:8000/mcp","other":"http://127.0.0.1:80001/x","far":"http://127.0.0.1:8000.evil"}'
+    assert origins.text(document) == document.replace("http://127.0.0.1:8000/mcp", "http://127.0.0.1:9000/mcp")
+    moved = origins.url("http://127.0.0.1:8000/cb?iss=http%3A%2F%2F127.0.0.1%3A8000&code=x")
+    assert moved.startswith("http://127.0.0.1:9000/cb?") and parse_qs(urlsplit(moved).query)["iss"] == ["http://127.0.0.1:9000"]
+    form = origins.reversed().body(FORM, b"resource=http%3A%2F%2F127.0.0.1%3A9000%2Fmcp&code=x")
+    assert parse_qs(form.decode())["resource"] == ["http://127.0.0.1:8000/mcp"]
+
+
+def test_a_default_port_matches_written_or_not_and_json_rpc_is_left_alone() -> None:
+    origins = OriginMap.of([("https://auth.example:443", "http://127.0.0.1:9000")])
+    assert origins.text('"https://auth.example/token" "https://auth.example:443/x"') == (
+        '"http://127.0.0.1:9000/token" "http://127.0.0.1:9000/x"')
+    message = b'{"jsonrpc":"2.0","id":1,"result":{"url":"https://auth.example/x"}}'
+    assert origins.body("application/json", message) == message
+    assert not OriginMap.of([("http://a:1", "http://a:1")])
