@@ -132,7 +132,7 @@ def test_token_matches_with_fresh_fields_aside_and_checks_pkce() -> None:
     assert wrong_verifier is not None and json.loads(wrong_verifier.body)["error"] == "invalid_grant"
 
     assert not flow.clean
-    assert flow.report_lines()[0] == "authorization flow: served 4 of 5 recorded exchanges, 2 unmatched"
+    assert flow.report_lines()[0] == "authorization flow: served 2 of 5 recorded exchanges, 2 unmatched"
 
 
 def test_a_request_the_flow_does_not_know_is_left_to_the_mcp_replay() -> None:
