@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette
+from tapes.replay.oauth import AuthFlow
 from tapes.replay.sessions import split_sessions
 from tapes.wire.eras import BATCH_ERAS, HEADER_ERAS, NAME_PARAMS, STATELESS_ERAS
 from tapes.wire.http import header
@@ -48,6 +49,10 @@ RULES: dict[str, str] = {
 
 def lint(cassette: Cassette) -> list[Finding]:
     era = cassette.protocol_version
+    if cassette.header.transport != STDIO:
+        # An authorization flow is not MCP: its documents, registration, /authorize and /token
+        # need no MCP header, and a request refused with 401/403 is retried with its id.
+        cassette = replace(cassette, frames=AuthFlow.split(cassette.frames)[1])
     findings: list[Finding] = []
     for check in _CHECKS:
         findings += check(cassette, era)

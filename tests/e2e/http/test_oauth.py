@@ -59,6 +59,9 @@ def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Pat
     assert resource["resource"] == f"{origin}/mcp" and resource["authorization_servers"] == [origin]
     upstream = cassette.header.server["url"].rsplit("/", 1)[0]
     assert cassette.header.labels["rewritten"] == f"{upstream} -> {origin}"
+    # lint knows the flow: the refused request's retry and the non-MCP exchanges are no findings
+    linted = subprocess.run([*TAPES, "lint", str(cassette_path)], capture_output=True, text=True)
+    assert linted.returncode == 0 and "no findings" in linted.stdout, linted.stdout + linted.stderr
 
 
 def test_the_flow_replays_offline_with_the_live_results(recorded: tuple[Path, OAuthSession]) -> None:
