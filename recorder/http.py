@@ -42,7 +42,7 @@ from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 from tapes.cassette.store import CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 from tapes.wire.http import header
-from tapes.wire.oauth import OriginMap
+from tapes.wire.oauth import ProxyRoutes
 from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
@@ -86,17 +86,19 @@ class RecorderAddon:
     """Notes each exchange on `capture` as tuples (see `_CassetteSink.handle`) and streams SSE.
 
     `rewrite` is (upstream origin, proxy origin) in reverse mode, for legacy endpoint events;
-    `origins` moves the upstream's origin into the proxy's in what an authorization flow hands the
-    client (documents, WWW-Authenticate, Location), and back in what the client sends upstream
-    (the `resource` indicator), so the flow works through the proxy. The cassette keeps what the
-    client saw and sent."""
+    `routes` moves the upstream's origin (and an authorization server's on another origin) into
+    the proxy's in what an authorization flow hands the client (documents, WWW-Authenticate,
+    Location), back in what the client sends upstream (the `resource` indicator), and routes the
+    requests for the authorization server to it, so the whole flow goes through the proxy. The
+    cassette keeps what the client saw and sent; `labels` gets what was rewritten."""
 
-    def __init__(self, capture: Callable[[tuple[Any, ...]], None], start: float) -> None:
+    def __init__(self, capture: Callable[[tuple[Any, ...]], None], start: float, labels: dict[str, str]) -> None:
         self._capture = capture
         self._start = start
         self._numbers = itertools.count(1)
         self.rewrite: tuple[str, str] | None = None
-        self.origins = OriginMap.of(())
+        self.routes: ProxyRoutes | None = None
+        self._labels = labels
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method != "CONNECT":  # a forward proxy's tunnel is not an exchange
@@ -108,8 +110,11 @@ class RecorderAddon:
         request = flow.request
         self._capture(("request", time.monotonic() - self._start, exchange, request.method, request.path,
                        request.headers.fields, request.raw_content))
-        if self.origins:
-            upstream = self.origins.reversed()
+        if self.routes is not None:
+            if (routed := self.routes.route(request.path)) is not None:
+                origin, target = routed
+                request.url = origin + target
+            upstream = self.routes.to_upstream()
             request.path = upstream.url(request.path)
             if request.content:
                 request.content = upstream.body(request.headers.get("content-type"), request.content)
@@ -135,7 +140,7 @@ class RecorderAddon:
             return
         response = flow.response
         t = time.monotonic() - self._start
-        if self.origins and not response.stream:
+        if self.routes is not None and not response.stream:
             self._move_origins(response)
         if not response.stream:
             self._capture(("response", t, exchange, response.status_code, response.headers.fields, response.raw_content))
@@ -149,14 +154,19 @@ class RecorderAddon:
         self._capture(("end", time.monotonic() - self._start, exchange, reason, message))
 
     def _move_origins(self, response: http.Response) -> None:
+        assert self.routes is not None
         headers = response.headers
+        if response.content:
+            self.routes.learn(headers.get("content-type"), response.content)
+            self._labels["rewritten"] = self.routes.described()
+        to_client = self.routes.to_client()
         for name in ("www-authenticate", "link"):
             if name in headers:
-                headers.set_all(name, [self.origins.text(value) for value in headers.get_all(name)])
+                headers.set_all(name, [to_client.text(value) for value in headers.get_all(name)])
         if "location" in headers:
-            headers["location"] = self.origins.url(headers["location"])
+            headers["location"] = to_client.url(headers["location"])
         if response.content:
-            response.content = self.origins.body(headers.get("content-type"), response.content)
+            response.content = to_client.body(headers.get("content-type"), response.content)
 
     def _endpoint_rewriter(self, flow: http.HTTPFlow) -> EndpointRewriter | None:
         # Only a legacy GET /sse stream starts with an endpoint event; Streamable HTTP GETs carry a session.
@@ -327,7 +337,7 @@ async def _serve(
         confdir=confdir,
     )
     master = Master(opts)
-    addon = RecorderAddon(sink.capture, time.monotonic())
+    addon = RecorderAddon(sink.capture, time.monotonic(), sink.labels)
     master.addons.add(*default_addons())
     master.addons.add(addon, _Startup(master, addon, sink, target, shown, confdir, banner))
     # Connect upstream per request, not when the client connects: an upstream that is down
@@ -395,9 +405,9 @@ class _Startup:
         else:
             assert self._shown is not None
             self._addon.rewrite = (self._target.origin, proxy_origin)
-            self._addon.origins = OriginMap.of([(self._target.origin, proxy_origin)])
+            routes = self._addon.routes = ProxyRoutes(self._target.origin, proxy_origin)
             # what a replay moves to its own origin (a URL's userinfo or query is not part of it)
             self._sink.labels["origin"] = proxy_origin
-            self._sink.labels["rewritten"] = f"{self._target.origin} -> {proxy_origin}"
+            self._sink.labels["rewritten"] = routes.described()
             url, path = self._shown
             print(f"tapes: recording {proxy_origin}{path} -> {url}", file=self._banner, flush=True)

@@ -168,8 +168,8 @@ def origin_of(url: str) -> str:
 
 
 def _origin_pattern(origin: str) -> str:
-    """A regex for an origin as it appears in text, with its default port written or not, and not
-    followed by more of a host name or port."""
+    """A regex for an origin (or a base URL: an origin and a path) as it appears in text, with its
+    default port written or not, and not followed by more of a host name, port or path segment."""
     parts = urlsplit(origin)
     default = {"http": 80, "https": 443}.get(parts.scheme)
     host = re.escape(f"{parts.scheme}://{parts.hostname if ':' not in (parts.hostname or '') else f'[{parts.hostname}]'}")
@@ -178,7 +178,8 @@ def _origin_pattern(origin: str) -> str:
         port_part = f"(?::{default})?" if default else ""
     else:
         port_part = f":{port}"
-    return host + port_part + r"(?![\w.:-])"
+    path = re.escape(parts.path.rstrip("/"))
+    return host + port_part + path + (r"(?![\w.~%-])" if path else r"(?![\w.:-])")
 
 
 @dataclass(frozen=True)
@@ -195,14 +196,17 @@ class OriginMap:
         return bool(self.pairs)
 
     @property
-    def _regex(self) -> re.Pattern[str]:
-        return re.compile("|".join(f"({_origin_pattern(old)})" for old, _ in self.pairs), re.I)
+    def _longest_first(self) -> list[tuple[str, str]]:
+        return sorted(self.pairs, key=lambda pair: -len(pair[0]))
 
     def text(self, text: str) -> str:
-        """Every occurrence of an old origin in plain text (a JSON document, a header value) replaced."""
+        """Every occurrence of an old origin in plain text (a JSON document, a header value) replaced
+        (a base URL with a path before its bare origin)."""
         if not self.pairs:
             return text
-        return self._regex.sub(lambda match: self.pairs[match.lastindex - 1][1], text)  # type: ignore[operator]
+        pairs = self._longest_first
+        regex = re.compile("|".join(f"({_origin_pattern(old)})" for old, _ in pairs), re.I)
+        return regex.sub(lambda match: pairs[match.lastindex - 1][1], text)  # type: ignore[operator]
 
     def url(self, url: str) -> str:
         """A URL on an old origin moved to the new one, and the query values that name one too
@@ -238,3 +242,58 @@ class OriginMap:
 
     def reversed(self) -> OriginMap:
         return OriginMap(tuple((new, old) for old, new in self.pairs))
+
+
+# --- one proxy in front of several origins --------------------------------------------------------
+
+AS_PREFIX = "/tapes-as/"
+
+
+class ProxyRoutes:
+    """What a reverse proxy in front of an MCP server does with the origins of its flow: the
+    upstream's becomes the proxy's, and each authorization server on another origin (learned from
+    the protected resource metadata that names it) becomes the proxy's origin with a path prefix
+    `/tapes-as/N`, so the client reaches it through the proxy too. Requests under a prefix (or
+    with one in a well-known path, RFC 8414's path insertion) are routed to that origin."""
+
+    def __init__(self, upstream: str, proxy: str) -> None:
+        self.upstream = origin_of(upstream)
+        self.proxy = proxy
+        self.servers: list[str] = []  # the other origins, in order learned: prefix N is index N-1
+
+    def learn(self, content_type: str | None, body: bytes) -> None:
+        """Note the authorization servers a protected resource metadata document names."""
+        document = json_document(body) if is_json(content_type) else None
+        listed = document.get("authorization_servers") if isinstance(document, dict) else None
+        for url in listed if isinstance(listed, list) else ():
+            if isinstance(url, str) and url.startswith(("http://", "https://")):
+                origin = origin_of(url)
+                if origin.lower() != self.upstream.lower() and origin not in self.servers:
+                    self.servers.append(origin)
+
+    def to_client(self) -> OriginMap:
+        """Upstream origins -> what the client is shown."""
+        return OriginMap.of([(self.upstream, self.proxy)] + [
+            (origin, f"{self.proxy}{AS_PREFIX}{number}") for number, origin in enumerate(self.servers, 1)])
+
+    def to_upstream(self) -> OriginMap:
+        return self.to_client().reversed()
+
+    def route(self, target: str) -> tuple[str, str] | None:
+        """(origin, target there) for a request target under an authorization server's prefix."""
+        for number, origin in enumerate(self.servers, 1):
+            prefix = f"{AS_PREFIX}{number}"
+            if target == prefix or target.startswith((prefix + "/", prefix + "?")):
+                rest = target[len(prefix):]
+                return origin, rest if rest.startswith("/") else "/" + rest
+            if target.startswith("/.well-known/"):
+                name, _, inserted = target[len("/.well-known/"):].partition("/")
+                if ("/" + inserted).startswith(prefix) and (
+                        ("/" + inserted)[len(prefix):][:1] in ("", "/", "?")):
+                    rest = ("/" + inserted)[len(prefix):]
+                    return origin, f"/.well-known/{name}" + ("" if rest in ("", "/") else rest)
+        return None
+
+    def described(self) -> str:
+        """The rewriting as the cassette's `rewritten` label notes it."""
+        return "; ".join(f"{old} -> {new}" for old, new in self.to_client().pairs)

@@ -2,7 +2,11 @@
 endpoint /mcp is a protected resource, and the same origin is its authorization server (metadata,
 dynamic client registration, /authorize, /token), run over Streamable HTTP on 127.0.0.1.
 
-    python tests/servers/oauth_server.py [--port N]
+    python tests/servers/oauth_server.py [--port N] [--separate-issuer]
+
+With --separate-issuer the authorization server has an origin of its own (a second port, same
+process and provider), and the MCP server only verifies the tokens it issued; it prints
+`authorization server listening on http://127.0.0.1:PORT` besides the usual line.
 
 The authorization server approves every request at once (no login page): /authorize redirects
 straight back to the client's redirect_uri with a fresh code, so a headless client completes the
@@ -17,6 +21,7 @@ are bound to the `resource` the client asked for (validate_token_resource).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import secrets
 import sys
 import time
@@ -29,13 +34,17 @@ from mcp.server.auth.provider import (  # noqa: E402
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    ProviderTokenVerifier,
     RefreshToken,
     construct_redirect_uri,
 )
+from mcp.server.auth.routes import create_auth_routes  # noqa: E402
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken  # noqa: E402
 from serving import listening_socket, serve  # noqa: E402
+from pydantic import AnyHttpUrl  # noqa: E402
+from starlette.applications import Starlette  # noqa: E402
 
 SCOPE = "notes"
 
@@ -99,21 +108,19 @@ class ApprovingProvider:
                           refresh_token=refresh)
 
 
-def make_server(origin: str) -> MCPServer:
-    server = MCPServer(
-        name="oauth-notes",
-        version="1.0.0",
-        log_level="WARNING",
-        auth_server_provider=ApprovingProvider(),
-        auth=AuthSettings(
-            issuer_url=origin,
-            resource_server_url=f"{origin}/mcp",
-            required_scopes=[SCOPE],
-            validate_token_resource=True,
-            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE],
-                                                                  default_scopes=[SCOPE]),
-        ),
-    )
+REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE])
+
+
+def make_server(origin: str, provider: ApprovingProvider, issuer: str | None = None) -> MCPServer:
+    """The MCP server; its own authorization server too unless `issuer` names another origin."""
+    settings = AuthSettings(issuer_url=issuer or origin, resource_server_url=f"{origin}/mcp", required_scopes=[SCOPE],
+                            validate_token_resource=True, client_registration_options=REGISTRATION)
+    if issuer is None:
+        server = MCPServer(name="oauth-notes", version="1.0.0", log_level="WARNING", auth_server_provider=provider,
+                           auth=settings)
+    else:
+        server = MCPServer(name="oauth-notes", version="1.0.0", log_level="WARNING",
+                           token_verifier=ProviderTokenVerifier(provider), auth=settings)
 
     @server.tool(description="Return the text.")
     def echo(text: str) -> str:
@@ -130,10 +137,28 @@ def make_server(origin: str) -> MCPServer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--separate-issuer", action="store_true", help="the authorization server on a port of its own")
     args = parser.parse_args()
     sock = listening_socket(args.port)
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    serve(make_server(origin).streamable_http_app(), "oauth server", sock=sock)
+    provider = ApprovingProvider()
+    if not args.separate_issuer:
+        serve(make_server(origin, provider).streamable_http_app(), "oauth server", sock=sock)
+        return
+    issuer_sock = listening_socket()
+    # with its root path written: the SDK writes it so in the protected resource metadata
+    issuer = f"http://127.0.0.1:{issuer_sock.getsockname()[1]}/"
+    authorization_server = Starlette(routes=create_auth_routes(provider, issuer_url=AnyHttpUrl(issuer),  # type: ignore[arg-type]
+                                                               client_registration_options=REGISTRATION))
+    mcp_app = make_server(origin, provider, issuer).streamable_http_app()
+
+    async def both() -> None:
+        await asyncio.gather(
+            asyncio.to_thread(serve, authorization_server, "authorization server", sock=issuer_sock, path=""),
+            asyncio.to_thread(serve, mcp_app, "oauth server", sock=sock),
+        )
+
+    asyncio.run(both())
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ def serve(app: Any, name: str, port: int = 0, certfile: str | None = None, keyfi
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started and not task.done():
             await asyncio.sleep(0.01)
-        print(f"{name} listening on {scheme}://127.0.0.1:{sock.getsockname()[1]}{path}", file=sys.stderr, flush=True)
+        # one write: two servers of one process print from two threads
+        sys.stderr.write(f"{name} listening on {scheme}://127.0.0.1:{sock.getsockname()[1]}{path}\n")
+        sys.stderr.flush()
         await task
 
     asyncio.run(run())

@@ -1,5 +1,6 @@
 """OAuth-protected servers end to end: the official SDK's `mcp.server.auth` server
-(tests/servers/oauth_server.py, its authorization server on the same origin) logged in to by the
+(tests/servers/oauth_server.py; its authorization server on the same origin, or on another one
+that the recorder routes under /tapes-as/1) logged in to by the
 SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, run headless), recorded through
 `tapes record --upstream`, then replayed offline by `tapes replay --http` to a client that logs in
 from scratch."""
@@ -25,13 +26,17 @@ from tests.support.oauth_clients import OAuthSession, oauth_session
 from tests.support.paths import OAUTH_SERVER, TAPES
 from tests.support.processes import Process
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession]]:
+ISSUERS = {"same-origin": [], "separate-issuer": ["--separate-issuer"]}
+AS_PATHS = {"same-origin": "", "separate-issuer": "/tapes-as/1"}
+
+
+@pytest.fixture(scope="module", params=list(ISSUERS))
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession]]:
     """A login and three calls recorded through the reverse proxy; the server is gone afterwards."""
-    server = Process(OAUTH_SERVER)
-    cassette = tmp_path_factory.mktemp("oauth") / "oauth.tape"
+    server = Process([*OAUTH_SERVER, *ISSUERS[request.param]])
+    cassette = tmp_path_factory.mktemp("oauth") / f"{request.param}.tape"
     try:
-        upstream = server.wait_for(r"listening on (\S+)")[1]
+        upstream = server.wait_for(r"oauth server listening on (\S+)")[1]
         recorder = Recorder(cassette, upstream)
         try:
             live = oauth_session(recorder.url)
@@ -42,6 +47,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, O
     yield cassette, live
 
 
+def _issuer_kind(cassette: Path) -> str:
+    return cassette.stem
+
+
 def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Path, OAuthSession]) -> None:
     cassette_path, live = recorded
     # The SDK's strict resource check passed (it raises otherwise) and the calls were authorized.
@@ -50,15 +59,19 @@ def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Pat
     cassette = load(cassette_path)
     heads = [f.info for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
     paths = [(head["method"], head["path"].split("?")[0]) for head in heads]
-    for step in [("GET", "/.well-known/oauth-protected-resource/mcp"), ("GET", "/.well-known/oauth-authorization-server"),
-                 ("POST", "/register"), ("GET", "/authorize"), ("POST", "/token")]:
+    issuer_path = AS_PATHS[_issuer_kind(cassette_path)]
+    for step in [("GET", "/.well-known/oauth-protected-resource/mcp"), ("GET", f"/.well-known/oauth-authorization-server{issuer_path}"),
+                 ("POST", f"{issuer_path}/register"), ("GET", f"{issuer_path}/authorize"), ("POST", f"{issuer_path}/token")]:
         assert step in paths, paths
     origin = cassette.header.labels["origin"]
     documents = [f.payload for f in cassette.frames if f.kind is Kind.RAW and f.payload.startswith(b"{")]
     resource = next(json.loads(d) for d in documents if b'"authorization_servers"' in d)
-    assert resource["resource"] == f"{origin}/mcp" and resource["authorization_servers"] == [origin]
+    assert resource["resource"] == f"{origin}/mcp"
+    assert [url.rstrip("/") for url in resource["authorization_servers"]] == [origin + issuer_path]
+    issuer = next(json.loads(d) for d in documents if b'"issuer"' in d)
+    assert issuer["issuer"].rstrip("/") == origin + issuer_path and issuer["token_endpoint"] == f"{origin}{issuer_path}/token"
     upstream = cassette.header.server["url"].rsplit("/", 1)[0]
-    assert cassette.header.labels["rewritten"] == f"{upstream} -> {origin}"
+    assert cassette.header.labels["rewritten"].startswith(f"{upstream} -> {origin}")
     # lint knows the flow: the refused request's retry and the non-MCP exchanges are no findings
     linted = subprocess.run([*TAPES, "lint", str(cassette_path)], capture_output=True, text=True)
     assert linted.returncode == 0 and "no findings" in linted.stdout, linted.stdout + linted.stderr
@@ -91,21 +104,23 @@ def test_a_wrong_pkce_verifier_is_refused_in_replay(recorded: tuple[Path, OAuthS
     cassette = load(cassette_path)
     sent = {f.channel: f.payload for f in cassette.frames if f.from_client and f.kind is Kind.RAW}
     requests = {(f.info["method"], f.info["path"].split("?")[0]): f for f in cassette.frames if f.kind is Kind.HTTP_REQUEST}
-    register_body = sent[requests["POST", "/register"].channel]
-    recorded_query = httpx.URL(requests["GET", "/authorize"].info["path"]).params
+    issuer_path = AS_PATHS[_issuer_kind(cassette_path)]
+    register_body = sent[requests["POST", f"{issuer_path}/register"].channel]
+    recorded_query = httpx.URL(requests["GET", f"{issuer_path}/authorize"].info["path"]).params
     with replay_server(cassette) as server, httpx.Client() as http:
         origin = server.url.rsplit("/", 1)[0]
-        registered = http.post(f"{origin}/register", content=register_body,
+        issuer = origin + issuer_path
+        registered = http.post(f"{issuer}/register", content=register_body,
                                headers={"content-type": "application/json"}).json()
         query = dict(recorded_query) | {"state": "s1", "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
                                         "resource": f"{origin}/mcp"}
-        location = httpx.URL(http.get(f"{origin}/authorize", params=query).headers["location"])
+        location = httpx.URL(http.get(f"{issuer}/authorize", params=query).headers["location"])
         assert location.params["state"] == "s1"
         form = {"grant_type": "authorization_code", "code": location.params["code"], "redirect_uri": query["redirect_uri"],
                 "client_id": registered["client_id"], "client_secret": registered["client_secret"],
                 "resource": f"{origin}/mcp"}
-        wrong = http.post(f"{origin}/token", data=form | {"code_verifier": "not-the-verifier"})
-        right = http.post(f"{origin}/token", data=form | {"code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"})
+        wrong = http.post(f"{issuer}/token", data=form | {"code_verifier": "not-the-verifier"})
+        right = http.post(f"{issuer}/token", data=form | {"code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"})
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant", wrong.text
     assert "PKCE" in wrong.json()["error_description"]
     assert right.status_code == 200 and right.json()["access_token"].startswith("<redacted:"), right.text

@@ -10,6 +10,7 @@ from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.wire.oauth import (
     FORM,
     OriginMap,
+    ProxyRoutes,
     body_fields,
     differing_fields,
     query_fields,
@@ -94,3 +95,21 @@ def test_a_default_port_matches_written_or_not_and_json_rpc_is_left_alone() -> N
     message = b'{"jsonrpc":"2.0","id":1,"result":{"url":"https://auth.example/x"}}'
     assert origins.body("application/json", message) == message
     assert not OriginMap.of([("http://a:1", "http://a:1")])
+
+
+def test_an_authorization_server_on_another_origin_gets_a_prefix_on_the_proxy() -> None:
+    routes = ProxyRoutes("http://127.0.0.1:1/mcp", "http://127.0.0.1:2")
+    routes.learn("application/json", b'{"resource":"http://127.0.0.1:1/mcp","authorization_servers":["http://127.0.0.1:3/"]}')
+    shown = routes.to_client().text('{"issuer":"http://127.0.0.1:3/","token_endpoint":"http://127.0.0.1:3/token",'
+                                    '"resource":"http://127.0.0.1:1/mcp"}')
+    assert json.loads(shown) == {"issuer": "http://127.0.0.1:2/tapes-as/1/", "token_endpoint": "http://127.0.0.1:2/tapes-as/1/token",
+                                 "resource": "http://127.0.0.1:2/mcp"}
+    assert routes.to_upstream().text("http://127.0.0.1:2/tapes-as/1/x http://127.0.0.1:2/mcp") == (
+        "http://127.0.0.1:3/x http://127.0.0.1:1/mcp")
+    assert routes.route("/tapes-as/1/token?x=1") == ("http://127.0.0.1:3", "/token?x=1")
+    assert routes.route("/.well-known/oauth-authorization-server/tapes-as/1") == (
+        "http://127.0.0.1:3", "/.well-known/oauth-authorization-server")
+    assert routes.route("/.well-known/openid-configuration/tapes-as/1/tenant") == (
+        "http://127.0.0.1:3", "/.well-known/openid-configuration/tenant")
+    assert routes.route("/tapes-as/12/x") is None and routes.route("/mcp") is None
+    assert routes.described() == "http://127.0.0.1:1 -> http://127.0.0.1:2; http://127.0.0.1:3 -> http://127.0.0.1:2/tapes-as/1"
