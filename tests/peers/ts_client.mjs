@@ -41,13 +41,17 @@ function stable(value) {
 async function run(client, step) {
   const options = { timeout: TIMEOUT_MS };
   switch (step.method) {
+    case "logging/setLevel":
+      return await client.setLoggingLevel(step.level, options);
     case "tools/list":
       return await client.listTools({}, options);
     case "tools/call": {
-      const progress = [];
-      const onprogress = step.progress ? (p) => progress.push([p.progress, p.total ?? null]) : undefined;
+      // The SDK hands progress to `onprogress` a tick later than the response it precedes, and
+      // drops it once the response is in; what reached the client is read off the transport.
+      const onprogress = step.progress ? () => {} : undefined;
+      progressSeen.length = 0;
       const result = await client.callTool({ name: step.name, arguments: step.arguments }, undefined, { ...options, onprogress });
-      return step.progress ? { result, progress } : result;
+      return step.progress ? { result, progress: progressSeen.map((p) => [p.progress, p.total ?? null]) } : result;
     }
     case "resources/list":
       return await client.listResources({}, options);
@@ -68,7 +72,14 @@ const steps = JSON.parse(readFileSync(new URL("scenarios.json", here), "utf8"))[
 if (!steps) throw new Error(`no scenario ${scenarioName}`);
 
 const client = new Client({ name: "mcp-tapes-ts-client", version: "1.0.0" });
-await client.connect(transportFor(kind, target), { timeout: TIMEOUT_MS });
+const transport = transportFor(kind, target);
+await client.connect(transport, { timeout: TIMEOUT_MS });
+const progressSeen = [];
+const deliver = transport.onmessage;
+transport.onmessage = (message, extra) => {
+  if (message.method === "notifications/progress") progressSeen.push(message.params);
+  deliver(message, extra);
+};
 const out = {
   session: { server: client.getServerVersion(), capabilities: client.getServerCapabilities() },
   steps: [],

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import anyio
 import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from processes import TIMEOUT, Process, free_port
 
@@ -170,8 +172,12 @@ async def _python(scenario: str, transport: str, target: list[str] | str) -> dic
 
 async def _python_step(client: Client, step: dict[str, Any]) -> Any:
     method = step["method"]
-    if method == "tools/list":
-        result: Any = await client.list_tools()
+    if method == "logging/setLevel":
+        with warnings.catch_warnings():  # deprecated at 2026-07-28; the matrix speaks 2025-11-25
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            result: Any = await client.set_logging_level(step["level"])
+    elif method == "tools/list":
+        result = await client.list_tools()
     elif method == "tools/call":
         progress: list[list[Any]] = []
 
@@ -203,20 +209,16 @@ def _ts(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any
     done = subprocess.run([node(), str(PEERS / "ts_client.mjs"), scenario, transport, *where],
                           capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"the TS client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
-    out = json.loads(done.stdout)
-    for step in out["steps"]:
-        if isinstance(step["result"], dict) and "progress" in step["result"]:
-            step["result"]["progress"] = settled(step["result"]["progress"])
-    return out
+    return json.loads(done.stdout)
 
 
 def _inspector(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
-    """The Inspector CLI runs one method per process: one process (one session) per step, for the
-    steps in INSPECTOR_STEPS (each process costs a second). It must run in its build/ folder (it
-    reads ../package.json from the working directory)."""
+    """The Inspector CLI runs one method per process, so one session per step: it runs the steps
+    marked `alone` (they need nothing an earlier step did; each process costs a second). It must
+    run in its build/ folder (it reads ../package.json from the working directory)."""
     where = target if isinstance(target, list) else [target, "--transport", transport]
     steps = []
-    for step in inspector_steps(scenario):
+    for step in (step for step in SCENARIOS[scenario] if step.get("alone")):
         argv = [node(), "index.js", *where[:1], "--method", step["method"]]
         if step["method"] == "tools/call":
             argv += ["--tool-name", step["name"], "--tool-arg", *(f"{k}={json.dumps(v)}" for k, v in step["arguments"].items())]
@@ -229,17 +231,6 @@ def _inspector(scenario: str, transport: str, target: list[str] | str) -> dict[s
         assert done.returncode == 0, f"the Inspector CLI failed ({done.returncode}) on {step}: {done.stderr.decode(errors='replace')[-2000:]}"
         steps.append({"method": step["method"], "result": stable(json.loads(done.stdout))})
     return {"steps": steps}
-
-
-INSPECTOR_STEPS = ("tools/call", "resources/read", "prompts/get")
-
-
-def inspector_steps(scenario: str) -> list[dict[str, Any]]:
-    """The first step of each method in INSPECTOR_STEPS."""
-    first: dict[str, dict[str, Any]] = {}
-    for step in SCENARIOS[scenario]:
-        first.setdefault(step["method"], step)
-    return [first[method] for method in INSPECTOR_STEPS]
 
 
 class RawClient:
@@ -272,7 +263,7 @@ class RawClient:
             self.http.close()
 
     def step(self, step: dict[str, Any]) -> Any:
-        params = {key: step[key] for key in ("name", "arguments", "uri") if key in step}
+        params = {key: step[key] for key in ("name", "arguments", "uri", "level") if key in step}
         if step.get("progress"):
             params["_meta"] = {"progressToken": f"raw-{self.next_id}"}
         answer = self.request(step["method"], params)
