@@ -30,11 +30,18 @@ from mitmproxy.addons import default_addons
 from mitmproxy.master import Master
 from mitmproxy.net import encoding
 
-from tapes.cassette.http_framer import CLIENT_DISCONNECT, CLOSED, UPSTREAM_ERROR, Fields, HttpFramer
-from tapes.cassette.store import CassetteWriter, Header, load, replace_file
-from tapes.errors import UserError
+from tapes.cassette.http_framer import (
+    CLIENT_DISCONNECT,
+    CLOSED,
+    UPSTREAM_ERROR,
+    Fields,
+    HttpFramer,
+)
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
+from tapes.cassette.store import CassetteWriter, Header, load, replace_file
+from tapes.errors import UserError
+from tapes.wire.http import header
 from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
@@ -213,7 +220,7 @@ def _fields(fields: tuple[tuple[bytes, bytes], ...]) -> Fields:
 
 def _decoded_body(body: bytes, headers: Fields) -> bytes:
     """The body without its Content-Encoding (gzip, br, ...); as sent if that cannot be undone."""
-    coding = next((value for name, value in headers if name.lower() == "content-encoding"), None)
+    coding = header(headers, "content-encoding")
     if not body or not coding or coding.lower() == "identity":
         return body
     try:

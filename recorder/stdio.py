@@ -23,11 +23,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, BinaryIO, NoReturn
 
+from tapes.cassette.frames import Frame
+from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 from tapes.cassette.stdio_framer import StdioFramer, Stream
 from tapes.cassette.store import CassetteWriter, Header
 from tapes.errors import UserError
-from tapes.cassette.frames import Frame
-from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 
 CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20

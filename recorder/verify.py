@@ -16,7 +16,6 @@ import os
 import queue
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,12 +24,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from recorder.process import HttpRecorderProcess
+from recorder.process import TAPES, HttpRecorderProcess
+from tapes.analysis.verify import ClientScript, HttpClientScript, HttpRequest
 from tapes.cassette.store import Cassette, load
 from tapes.errors import UserError
 from tapes.wire.jsonrpc import LineSplitter
 from tapes.wire.sse import SSEParser, is_event_stream
-from tapes.analysis.verify import ClientScript, HttpClientScript, HttpRequest
 
 STEP_TIMEOUT = 5.0  # seconds to wait for what the next client message depends on
 EXIT_TIMEOUT = 15.0  # seconds the server gets to finish after its input closes
@@ -49,7 +48,7 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
     """Play `recording`'s client side against `command`, recorded into `output`; the new cassette."""
     script = ClientScript(recording.frames)
     try:
-        process = subprocess.Popen([sys.executable, "-m", "tapes", "record", "-o", str(output), "--", *command],
+        process = subprocess.Popen([*TAPES, "record", "-o", str(output), "--", *command],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
     except OSError as error:

@@ -27,12 +27,19 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from recorder.process import HttpRecorderProcess
-from tapes.cassette.store import load
-from tapes.replay.episodes import WARM_UP_TIMEOUT, HandoverFailed, NewEpisodes, WarmUp, http_episode
 from tapes.cassette.frames import Frame
-from tapes.replay.http_rules import endpoint_for_replay, replayed_headers
-from tapes.wire.jsonrpc import decode, encode, items
+from tapes.cassette.store import load
+from tapes.replay.episodes import (
+    WARM_UP_TIMEOUT,
+    HandoverFailed,
+    NewEpisodes,
+    WarmUp,
+    http_episode,
+)
+from tapes.replay.http_rules import replayed_headers
 from tapes.replay.sessions import SESSION_HEADER
+from tapes.wire.http import moved_to_origin
+from tapes.wire.jsonrpc import decode, encode, items
 from tapes.wire.sse import SSEEvent, SSEParser, is_event_stream
 
 _NOT_FORWARDED = frozenset({"host", "content-length", "connection", "transfer-encoding", "keep-alive"})
@@ -143,7 +150,7 @@ class Handover:
             try:
                 async for event in _events(response):
                     if event.event == "endpoint" and self._endpoint is None:
-                        self._endpoint = urljoin(stream_url, endpoint_for_replay(event.data, str(self._plan.real_server), self._origin))
+                        self._endpoint = urljoin(stream_url, moved_to_origin(event.data, str(self._plan.real_server), self._origin))
                         named.set()
                     else:
                         self._heard(event.data.encode(), on_stream_message)

@@ -36,18 +36,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tapes.cassette.store import Cassette, load, replace_file
-from tapes.replay.control import ReplayControl
-from tapes.replay.engine import INVALID_REQUEST, PARSE_ERROR, Action, Report
-from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, replayed_messages, splice
-from tapes.errors import UserError
+from replayer.console import print_summary, print_warnings, stderr_console
 from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.store import Cassette, load, replace_file
+from tapes.errors import UserError
+from tapes.replay.control import ReplayControl
+from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, splice
 from tapes.replay.http_rules import (
-    KNOWN_VERSIONS,
     LOCAL_HOSTS,
-    STATELESS_VERSION,
-    endpoint_for_replay,
-    header,
     header_mismatch,
     mismatch_reply,
     origin_allowed,
@@ -56,10 +52,23 @@ from tapes.replay.http_rules import (
     replayed_headers,
     version_problem,
 )
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.replay.outcomes import Action, Reception, Reply, Report
+from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.sessions import RecordedSession, legacy_session_id, split_sessions
+from tapes.replay.streams import (
+    MALFORMED_EVENT,
+    ChannelLog,
+    Cursor,
+    FaultPlan,
+    Faults,
+    StreamBook,
+    as_stream_message,
+    sse_bytes,
+)
+from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
+from tapes.wire.http import header, moved_to_origin
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
 from tapes.wire.sse import is_event_stream
-from tapes.replay.streams import MALFORMED_EVENT, ChannelLog, Cursor, FaultPlan, Faults, StreamBook, as_stream_message, sse_bytes
 
 if TYPE_CHECKING:
     from replayer.handover import Handover
@@ -83,11 +92,12 @@ class _QuietDrops(logging.Filter):
 
 
 class _Session:
-    """One recorded session being replayed: its engine, and the stream logs of its exchanges."""
+    """One recorded session being replayed: its replay session, and the stream logs of its exchanges."""
 
     def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False) -> None:
         self.recorded_id = recorded.session_id
-        self.engine = control.engine(recorded.frames, remember_played=may_hand_over)
+        self.replay = ReplaySession(recorded.frames, control, may_hand_over=may_hand_over, name=recorded.session_id)
+        self.engine = self.replay.engine
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
         self.deleted = False
@@ -96,8 +106,8 @@ class _Session:
         # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
         opening = next((f for f in recorded.frames if f.kind is Kind.HTTP_REQUEST), None)
         legacy = opening is not None and self.opening_method == "GET"
-        self.legacy_stream = opening.channel if legacy else None  # type: ignore[union-attr]
-        self.legacy_path = (opening.info or {}).get("path", "/").split("?", 1)[0] if legacy else None  # type: ignore[union-attr]
+        self.legacy_stream = opening.channel if legacy else None
+        self.legacy_path = (opening.info or {}).get("path", "/").split("?", 1)[0] if legacy else None
         self.http_methods = {head.get("method") for head in heads}
         self.rpc_methods = {
             frame.message.get("method")
@@ -106,25 +116,20 @@ class _Session:
         }
         self._changed = asyncio.Event()
         self.closing = False
-        # With new episodes: the live POSTs so far, and the messages the replay sent, which a
-        # warm-up needs.
-        self.may_hand_over = may_hand_over
-        self.sent: list[tuple[bytes, list[tuple[str, str]]]] = []
-        self.replayed: list[bytes] = []
         self.handover: Handover | None = None  # the real server, once the session is handed over to it
         self.standalone_stream: str | None = None  # the recorded GET stream the live client opened
-        self.handed_over_misses = 0  # the misses of the POST that handed over: recorded now, not misses
-        self.perform(self.engine.start())
+        self.perform(self.replay.start())
 
-    def perform(self, actions: list[Action]) -> list[Action]:
+    def perform(self, reception: Reception) -> list[Reply]:
         """File released frames under their channels and wake the connections reading them;
         returns the replies the engine made up, which answer the live request itself."""
+        self.deliver(reception.actions)
+        return reception.replies
+
+    def deliver(self, actions: list[Action]) -> None:
         self.book.add(actions)
-        if self.may_hand_over:
-            self.replayed += replayed_messages(actions)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-        return [action for action in actions if action.frame is None]
 
     async def changed(self) -> None:
         await self._changed.wait()
@@ -136,7 +141,7 @@ class _Session:
 
     def close(self) -> None:
         self.closing = True
-        self.perform([])
+        self.deliver([])
 
 
 @dataclass
@@ -173,31 +178,21 @@ class HttpReplayer:
         """The path a client starts from: the recorded Streamable HTTP endpoint or legacy SSE path."""
         return self.paths[0]
 
+    @property
+    def replays(self) -> list[ReplaySession]:
+        return [session.replay for session in self._sessions]
+
     def report_lines(self) -> list[str]:
         """The replay summary, one block per recorded session (named when there are several)."""
-        lines = []
-        for session in self._sessions:
-            engine_lines = session.engine.report.lines()
-            if len(self._sessions) > 1:
-                engine_lines = [f"session {session.recorded_id or '(none)'}: {line}" for line in engine_lines]
-            lines += engine_lines
-        return lines
+        return summary(self.replays)[0]
 
     @property
     def clean(self) -> bool:
-        return all(session.engine.report.clean for session in self._sessions)
+        return summary(self.replays)[1]
 
     def report(self) -> Report:
         """The sessions' reports as one."""
-        merged = Report()
-        for session in self._sessions:
-            report = session.engine.report
-            merged.played += report.played
-            merged.repeated += report.repeated
-            merged.recorded += report.recorded
-            merged.unmatched += report.unmatched
-            merged.unused += report.unused
-        return merged
+        return merged_report(self.replays)
 
     async def close(self) -> None:
         """End every open stream (the server is shutting down)."""
@@ -217,10 +212,8 @@ class HttpReplayer:
             assert session.handover is not None
             frames = session.handover.finish(last_exchange([*self._cassette.frames, *episode]) + 1, session.open_stream)
             episode += frames
-            report = session.engine.report
-            del report.unmatched[-session.handed_over_misses :]  # recorded now, not misses
-            report.recorded = len(frames)
-        played = set().union(*(session.engine.played_frames or () for session in self._sessions))
+            session.replay.episode_recorded(len(frames))
+        played = set().union(*(session.replay.played_frames for session in self._sessions))
         replace_file(splice(self._cassette, played, episode), self.options.new_episodes.cassette)
         return len(episode)
 
@@ -259,16 +252,14 @@ class HttpReplayer:
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
             return await session.handover.forward(request, body)
-        reception = session.engine.receive(body, message)
-        if session.may_hand_over:
-            if not reception.missed:
-                session.sent.append((body, list(request.headers.items())))
-            elif (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
+        reception = session.replay.receive(body, message, list(request.headers.items()))
+        if reception.missed and session.replay.may_hand_over:
+            if (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
                 return handed_over
-        made_up = session.perform(reception.actions)
+        made_up = session.perform(reception)
         if session.legacy_stream is not None and made_up:
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
-            session.perform([as_stream_message(session.legacy_stream, reply) for reply in made_up])
+            session.deliver([as_stream_message(session.legacy_stream, reply.payload) for reply in made_up])
             made_up = []
         if reception.channel is None:
             return _made_up(made_up)
@@ -278,8 +269,8 @@ class HttpReplayer:
 
     async def _get(self, request: Request, session: _Session) -> Response:
         last_event_id = request.headers.get("last-event-id")
-        reception = session.engine.open("GET", last_event_id)
-        session.perform(reception.actions)
+        reception = session.replay.open("GET", last_event_id)
+        session.perform(reception)
         if reception.channel is not None:
             if last_event_id is None:
                 session.standalone_stream = reception.channel
@@ -298,8 +289,8 @@ class HttpReplayer:
         return _error(409, "Conflict: the recording has no further GET stream for this session")
 
     async def _delete(self, request: Request, session: _Session) -> Response:
-        reception = session.engine.open("DELETE")
-        session.perform(reception.actions)
+        reception = session.replay.open("DELETE")
+        session.perform(reception)
         if reception.channel is None:
             return _error(405, "Method Not Allowed: the recorded server was not asked to end the session", allow=session)
         response = await self._exchange(request, session, Cursor(reception.channel))
@@ -331,27 +322,29 @@ class HttpReplayer:
         """The session's first miss: the real server takes the session over from here, and answers
         this request. None when it could not: the session goes on from the cassette alone."""
         assert self.options.new_episodes is not None
-        from replayer.handover import Handover  # with httpx: loaded only for a hand-over
+        from replayer.handover import (
+            Handover,  # with httpx: loaded only for a hand-over
+        )
 
         handover = Handover(self.options.new_episodes, session.recorded_id, session.legacy_path)
         # what the real server says on its stream goes out on the one the client has open
-        on_message = (lambda message: session.perform([as_stream_message(stream, Action(None, message))])) if (
+        on_message = (lambda message: session.deliver([as_stream_message(stream, message)])) if (
             stream := session.open_stream) is not None else None
         try:
-            await handover.start(session.sent, session.replayed, request.url.path, on_message)
+            await handover.start(session.replay.sent, session.replay.replayed, request.url.path, on_message)
         except HandoverFailed as failure:
             await handover.close()
             await anyio.to_thread.run_sync(handover.discard)
             print(failure.notice(), file=sys.stderr, flush=True)
-            session.may_hand_over = False
+            session.replay.may_hand_over = False
             return None
         session.handover = handover
-        session.handed_over_misses = misses
+        session.replay.handed_over(misses)
         return await handover.forward(request, body)
 
     # --- answers ---------------------------------------------------------------------------
 
-    async def _exchange(self, request: Request, session: _Session, cursor: Cursor, made_up: Sequence[Action] = (),
+    async def _exchange(self, request: Request, session: _Session, cursor: Cursor, made_up: Sequence[Reply] = (),
                         on_close: Callable[[], None] | None = None) -> Response:
         """The answer on a recorded exchange: its head as recorded, then its body as released, with
         the engine's errors for what the live request had besides (a batch's unmatched items).
@@ -361,7 +354,7 @@ class HttpReplayer:
             await session.changed()
         if log.head is None:
             raise _Drop  # the recorded server never answered: cut the connection
-        info = log.head.frame.info or {}  # type: ignore[union-attr]
+        info = log.head.frame.info or {}
         headers = replayed_headers(info.get("headers") or ())
         if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
@@ -374,15 +367,15 @@ class HttpReplayer:
             await session.changed()
         if wait := self.options.control.delay(sum(d.action.gap for d in log.body[cursor.position :])):
             await asyncio.sleep(wait)  # --timing: the body comes when the recorded one came
-        body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)  # type: ignore[union-attr]
+        body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)
         if made_up:
             body = _with_replies(body, made_up)
         return Response(body, info.get("status", 200), headers=dict(headers))
 
-    async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Action]) -> AsyncIterator[bytes]:
+    async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Reply]) -> AsyncIterator[bytes]:
         log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
         for reply in made_up:
-            yield sse_bytes(as_stream_message(channel, reply))
+            yield sse_bytes(as_stream_message(channel, reply.payload))
         while True:
             while position >= len(log.body):
                 if session.closing:
@@ -391,7 +384,6 @@ class HttpReplayer:
             delivery = log.body[position]
             position += 1
             frame = delivery.action.frame
-            assert frame is not None
             if frame.kind is Kind.STREAM_END:
                 reason = (frame.info or {}).get("reason")
                 if reason == "upstream_error":
@@ -414,11 +406,11 @@ class HttpReplayer:
                 raise _Drop
 
     def _event_bytes(self, action: Action, request: Request) -> bytes:
-        info = action.frame.info or {}  # type: ignore[union-attr]
+        info = action.frame.info or {}
         if info.get("event") != "endpoint":
             return sse_bytes(action)
         origin = f"{request.url.scheme}://{request.url.netloc}"
-        data = endpoint_for_replay(action.payload.decode(), self._cassette.header.server.get("url"), origin)
+        data = moved_to_origin(action.payload.decode(), self._cassette.header.server.get("url"), origin)
         return sse_bytes(Action(action.frame, data.encode()))
 
 
@@ -472,28 +464,25 @@ async def _body(request: Request, limit: int) -> bytes | Response:
 
 def _held_open(log: ChannelLog) -> bool:
     """Whether the recorded stream ended with its client going away: the replay holds it open."""
-    return (log.body[-1].action.frame.info or {}).get("reason") == "client_disconnect"  # type: ignore[union-attr]
+    return (log.body[-1].action.frame.info or {}).get("reason") == "client_disconnect"
 
 
-def _with_replies(body: bytes, replies: Sequence[Action]) -> bytes:
+def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
-    messages = [*items(parse(body)), *(parse(reply.payload) for reply in replies)]
-    return encode(messages)
+    return encode([*items(parse(body)), *(reply.message for reply in replies)])
 
 
 def _too_large(limit: int) -> Response:
     return _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
 
 
-def _made_up(replies: list[Action]) -> Response:
+def _made_up(replies: list[Reply]) -> Response:
     """The answer to a POST that matched no recorded exchange: the engine's errors as JSON (400
     for a body that is not JSON-RPC), or 202 when it was a notification or response."""
     if not replies:
         return Response(status_code=202)
-    messages = [parse(reply.payload) for reply in replies]
-    bad_body = any(m["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST) for m in messages)
-    body = encode(messages[0] if len(messages) == 1 else messages)
-    return Response(body, 400 if bad_body else 200, media_type="application/json")
+    body = replies[0].payload if len(replies) == 1 else encode([reply.message for reply in replies])
+    return Response(body, 400 if any(reply.malformed for reply in replies) else 200, media_type="application/json")
 
 
 def _error(status: int, message: str, allow: _Session | None = None) -> Response:
@@ -599,14 +588,11 @@ def replay_server(
 def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOptions, strict: bool = True) -> int:
     """Serve `cassette` until SIGINT/SIGTERM, then print the summary on stderr (like the stdio
     replayer). Returns 1 when something did not match and `strict`, else 0."""
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False)
-    for warning in cassette.warnings:
-        console.print(f"[yellow]tapes replay: {warning}[/]")
+    console = stderr_console()
+    print_warnings(console, cassette)
     replayer = HttpReplayer(cassette, options)
     sock = _listening_socket(host, port)
-    console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True)
+    console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
     sys.stderr.flush()
     # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so
     # the summary below is still printed.
@@ -617,7 +603,5 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     replayer.add_new_episodes()
-    style = "green" if replayer.clean else "red"
-    for number, line in enumerate(replayer.report_lines()):
-        console.print(f"[{style if number == 0 else 'yellow'}]tapes replay: {line}[/]", soft_wrap=True)
-    return 1 if strict and not replayer.clean else 0
+    clean = print_summary(console, replayer.replays)
+    return 1 if strict and not clean else 0

@@ -12,26 +12,27 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from rich.console import Console
 
+from recorder.process import TAPES
+from replayer.console import print_summary, print_warnings, stderr_console
+from tapes.cassette.frames import Kind
 from tapes.cassette.store import Cassette, load, replace_file
 from tapes.replay.control import ReplayControl
-from tapes.replay.engine import Action
 from tapes.replay.episodes import (
     WARM_UP_TIMEOUT,
     HandoverFailed,
     NewEpisodes,
     WarmUp,
     episode_frames,
-    replayed_messages,
     splice,
 )
-from tapes.cassette.frames import Kind
+from tapes.replay.outcomes import Reception
+from tapes.replay.session import ReplaySession
 from tapes.wire.jsonrpc import LineSplitter
 
 STDIN, STDOUT, STDERR = 0, 1, 2
@@ -51,14 +52,15 @@ class _Server:
         self.stdout_open = True
         self.exit_status: int | None = None  # set once the recorded server's exit is replayed
 
-    def perform(self, actions: list[Action]) -> None:
-        for action in actions:
+    def perform(self, reception: Reception) -> None:
+        for reply in reception.replies:
+            self._stdout(reply.payload + b"\n")
+        for action in reception.actions:
             if delay := self.control.delay(action.gap):
                 time.sleep(delay)
             frame = action.frame
-            if frame is None or frame.kind in (Kind.MESSAGE, Kind.RAW):
-                newline = b"" if frame is not None and frame.partial else b"\n"
-                self._stdout(action.payload + newline)
+            if frame.kind in (Kind.MESSAGE, Kind.RAW):
+                self._stdout(action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STDERR:
                 _write_all(STDERR, action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STREAM_END and self.stdout_open:
@@ -83,13 +85,12 @@ class _Episode:
     the live client sent so far, then given every client line, its output passed on to stdout.
     Raises HandoverFailed (its recording gone) when the server exits during the warm-up."""
 
-    def __init__(self, plan: NewEpisodes, sent: list[bytes], replayed: list[bytes], console: Console) -> None:
+    def __init__(self, plan: NewEpisodes, session: ReplaySession, console: Console) -> None:
         self.recording = plan.cassette.with_name(plan.cassette.name + ".episode")
-        self.warm_up = WarmUp(sent, replayed)
+        self.warm_up = WarmUp([line for line, _ in session.sent], session.replayed)
         self._warming = True
         self._changed = threading.Condition()
-        command = [sys.executable, "-m", "tapes", "record", "-o", str(self.recording), *plan.record_flags,
-                   "--", *plan.real_server]
+        command = [*TAPES, "record", "-o", str(self.recording), *plan.record_flags, "--", *plan.real_server]
         # its stderr is the real server's (the recorder passes it on): the client's to see
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._reader = threading.Thread(target=self._pump, daemon=True)
@@ -173,42 +174,36 @@ def replay_stdio(
     one's, after a hand-over to it). The summary goes to stderr and, as JSON, to `report_path` when
     given (the pytest plugin reads it)."""
     control = control or ReplayControl()
-    console = Console(stderr=True, highlight=False)
-    for warning in cassette.warnings:
-        console.print(f"[yellow]tapes replay: {warning}[/]")
+    console = stderr_console()
+    print_warnings(console, cassette)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    engine = control.engine(cassette.frames, remember_played=new_episodes is not None)
+    session = ReplaySession(cassette.frames, control, may_hand_over=new_episodes is not None)
     server = _Server(control)
-    server.perform(engine.start())
+    server.perform(session.start())
     splitter = LineSplitter()
-    sent: list[bytes] = []  # with new episodes: the client's lines so far, to warm up a real server
-    replayed: list[bytes] = []  # ... and the messages the replay answered them with
     episode: _Episode | None = None
-    handed_over = 0  # the misses of the line that handed over: recorded now, not misses
 
     def receive(line: bytes) -> None:
-        nonlocal episode, handed_over, new_episodes
+        nonlocal episode
         if episode is not None:
             episode.send(line)
             return
-        reception = engine.receive(line)
-        if reception.missed and new_episodes is not None:
+        reception = session.receive(line)
+        if reception.missed and session.may_hand_over:
+            assert new_episodes is not None
             console.print("tapes replay: the cassette has no answer here: handing the session over to the real server",
-                          soft_wrap=True)
+                          soft_wrap=True, markup=False)
             try:
-                episode = _Episode(new_episodes, sent, replayed, console)
+                episode = _Episode(new_episodes, session, console)
             except HandoverFailed as failure:
                 console.print(failure.notice(), style="red", soft_wrap=True, markup=False)
-                new_episodes = None
-                server.perform(reception.actions)  # the miss's error, naming the nearest recorded request
+                session.may_hand_over = False
+                server.perform(reception)  # the miss's error, naming the nearest recorded request
                 return
-            handed_over = reception.missed
+            session.handed_over(reception.missed)
             episode.send(line)
             return
-        if new_episodes is not None:
-            sent.append(line)
-            replayed.extend(replayed_messages(reception.actions))
-        server.perform(reception.actions)
+        server.perform(reception)
 
     while server.exit_status is None:
         chunk = os.read(STDIN, 1 << 20)
@@ -217,24 +212,19 @@ def replay_stdio(
             if rest is not None:
                 receive(rest)
             if episode is None:
-                server.perform(engine.end())
+                server.perform(session.end())
             break
         for line in splitter.feed(chunk):
             receive(line)
             if server.exit_status is not None:
                 break
-    report = engine.report
     if episode is not None:
         server.exit_status = episode.finish()
         assert new_episodes is not None
-        appended = episode.splice_into(cassette, engine.played_frames or set(), new_episodes.cassette)
-        del report.unmatched[-handed_over:]
-        report.recorded = appended
+        session.episode_recorded(episode.splice_into(cassette, session.played_frames, new_episodes.cassette))
     if report_path is not None:
-        report_path.write_text(json.dumps(report.as_json()))
-    style = "green" if report.clean else "red"
-    for number, line in enumerate(report.lines()):
-        console.print(f"[{style if number == 0 else 'yellow'}]tapes replay: {line}[/]", soft_wrap=True)
-    if strict and not report.clean:
+        report_path.write_text(json.dumps(session.report.as_json()))
+    clean = print_summary(console, [session])
+    if strict and not clean:
         return 1
     return server.exit_status or 0

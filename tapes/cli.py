@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from tapes import __version__
-from tapes.replay.engine import Race, Repeats
 from tapes.errors import UserError
+from tapes.replay.engine import Race, Repeats
 
 
 class _Group(click.Group):
@@ -85,8 +85,8 @@ def record(
     """
     if sum((bool(command), upstream is not None, proxy)) != 1:
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
-    from tapes.config import load_config
     from tapes.cassette.scrub import load_hook
+    from tapes.config import load_config
 
     hook_spec = before_record or load_config().before_record
     hook = load_hook(hook_spec) if hook_spec else None
@@ -198,7 +198,10 @@ def replay(
         plan = None
         if new_episodes:
             plan = NewEpisodes(list(server_command), Path(cassette), record_flags)
-        sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path,
+        loaded = load(cassette)
+        if loaded.header.transport != "stdio":
+            raise UserError(f"{cassette} was recorded over HTTP: replay it with --http (and point the client at the URL it prints)")
+        sys.exit(replay_stdio(loaded, strict=not allow_unmatched, control=control, report_path=report_path,
                               new_episodes=plan))
     from replayer.http import ReplayOptions, replay_http
     from tapes.replay.streams import Faults
@@ -290,8 +293,8 @@ def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
 @_noise_options
 def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
     """Compare two sessions by behaviour, also across protocol versions (exit 0 same, 1 different, 2 error)."""
-    from tapes.cassette.store import load
     from tapes.analysis.diff import diff_cassettes
+    from tapes.cassette.store import load
 
     old_cassette, new_cassette = load(old), load(new)
     report = diff_cassettes(old_cassette, new_cassette, old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
@@ -326,8 +329,8 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     import tempfile
     from pathlib import Path
 
-    from tapes.cassette.store import load
     from tapes.analysis.diff import diff_cassettes
+    from tapes.cassette.store import load
 
     if upstream is not None and command:
         raise UserError("verify takes either --upstream URL or a server command after --, not both")
@@ -358,8 +361,9 @@ def lint(cassettes: tuple[str, ...], output_format: str) -> None:
     """Check cassettes against the rules of their negotiated protocol version (exit 0 clean, 1 findings, 2 error)."""
     import json
 
+    from tapes.analysis.lint import RULES
+    from tapes.analysis.lint import lint as lint_cassette
     from tapes.cassette.store import load
-    from tapes.analysis.lint import RULES, lint as lint_cassette
 
     results = {}
     for path in cassettes:

@@ -7,7 +7,9 @@ import json
 from typing import Any
 
 from tapes.cassette.stdio_framer import StdioFramer, Stream
-from tapes.replay.engine import NO_MATCH, PARSE_ERROR, ReplayEngine
+from tapes.replay.engine import ReplayEngine
+from tapes.replay.outcomes import NO_MATCH
+from tapes.wire.jsonrpc import PARSE_ERROR
 from tapes.cassette.frames import Frame
 
 
@@ -53,7 +55,9 @@ def progress(token: Any, value: int) -> dict[str, Any]:
 
 
 def send(engine: ReplayEngine, message: Any) -> list[Any]:
-    return [json.loads(action.payload) for action in engine.receive(json.dumps(message).encode()).actions]
+    """What the engine sends back: its made-up replies, then the recorded frames released."""
+    reception = engine.receive(json.dumps(message).encode())
+    return [json.loads(out.payload) for out in [*reception.replies, *reception.actions]]
 
 
 def test_response_gets_the_live_id_and_key_order_does_not_matter() -> None:
@@ -169,7 +173,7 @@ def test_garbage_from_the_client_gets_a_parse_error_unless_it_was_recorded() -> 
     frames = recording(("c", b"not json"), ("s", b"also not json"))
     engine = ReplayEngine(frames)
     assert [a.payload for a in engine.receive(b"not json").actions] == [b"also not json"]
-    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken").actions]
+    [error] = [json.loads(a.payload) for a in engine.receive(b"{broken").replies]
     assert error["error"]["code"] == PARSE_ERROR and error["id"] is None
 
 

@@ -7,7 +7,8 @@ import json
 import pytest
 from test_engine import note, progress, recording, req, res, send
 
-from tapes.replay.engine import NO_MATCH, Race, Repeats, ReplayEngine
+from tapes.replay.engine import Race, Repeats, ReplayEngine
+from tapes.replay.outcomes import NO_MATCH
 from tapes.errors import UserError
 from tapes.replay.matching import matcher_named, register_matcher
 

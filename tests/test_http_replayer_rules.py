@@ -16,7 +16,8 @@ from mcp import Client
 from test_engine import req, res
 from test_engine_http import Recording
 
-from tapes.replay.engine import NO_MATCH
+from tapes.replay.outcomes import NO_MATCH
+from tapes.wire.http import moved_to_origin
 from test_http_replayer import ACCEPT, TIMEOUT, record, resumable  # noqa: F401 (a fixture)
 
 import flows
@@ -25,7 +26,6 @@ from tapes.cassette.store import Cassette, Header
 from tapes.cassette.frames import Direction, Kind
 from tapes.replay.http_rules import (
     HEADER_MISMATCH,
-    endpoint_for_replay,
     header_mismatch,
     origin_allowed,
     replayed_headers,
@@ -81,10 +81,10 @@ def test_replayed_headers_leave_out_the_recorded_connection() -> None:
 
 
 def test_legacy_endpoint_points_at_the_replayer() -> None:
-    assert endpoint_for_replay("/message?sessionId=a", "http://up:1/sse", "http://127.0.0.1:9") == "/message?sessionId=a"
-    assert endpoint_for_replay("http://up:1/messages/?session_id=a", "http://up:1/sse", "http://127.0.0.1:9") == (
+    assert moved_to_origin("/message?sessionId=a", "http://up:1/sse", "http://127.0.0.1:9") == "/message?sessionId=a"
+    assert moved_to_origin("http://up:1/messages/?session_id=a", "http://up:1/sse", "http://127.0.0.1:9") == (
         "http://127.0.0.1:9/messages/?session_id=a")
-    assert endpoint_for_replay("http://other/m", "http://up:1/sse", "http://127.0.0.1:9") == "http://other/m"
+    assert moved_to_origin("http://other/m", "http://up:1/sse", "http://127.0.0.1:9") == "http://other/m"
 
 
 def test_a_2025_03_26_batch_is_answered_as_a_batch() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tapes.replay.engine import Action
+from tapes.replay.outcomes import Action
 from tapes.errors import UserError
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.replay.streams import Cursor, FaultPlan, Faults, StreamBook, sse_bytes
@@ -26,7 +26,7 @@ def event(channel: str, event_id: str | None, data: bytes = b"{}") -> Action:
 def test_released_frames_are_filed_per_channel_head_apart_and_end_last() -> None:
     book = StreamBook()
     book.add([action("http:2", Kind.HTTP_RESPONSE, status=200, headers=[]), event("http:2", "a"),
-              event("http:3", "x"), Action(None, b"made up"), event("http:2", None), action("http:2", Kind.STREAM_END, reason="closed")])
+              event("http:3", "x"), event("http:2", None), action("http:2", Kind.STREAM_END, reason="closed")])
     log = book.log("http:2")
     assert log.head is not None and log.head.frame.info["status"] == 200
     assert [d.event for d in log.body] == [1, 2, None] and log.ended

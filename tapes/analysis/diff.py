@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from tapes.analysis.normalize import Noise, Session, Step, session
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import MISSING, Difference, differences
-from tapes.analysis.normalize import Noise, Session, Step, session
 
 BREAKING = "breaking"
 COMPATIBLE = "compatible"

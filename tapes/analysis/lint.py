@@ -12,16 +12,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tapes.cassette.store import Cassette
-from tapes.replay.engine import header
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.cassette.store import Cassette
 from tapes.replay.sessions import split_sessions
-
-NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}  # Mcp-Name mirrors these
-BATCH_ERA = ("2025-03-26",)  # the only revision with JSON-RPC batches
-HEADER_ERAS = ("2025-06-18", "2025-11-25")  # MCP-Protocol-Version after initialize
-MODERN_ERAS = ("2026-07-28",)  # stateless: Mcp-Method / Mcp-Name on every POST
+from tapes.wire.eras import BATCH_ERAS, HEADER_ERAS, NAME_PARAMS, STATELESS_ERAS
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import MessageType, classify, items
 
 
 @dataclass(frozen=True)
@@ -76,7 +72,7 @@ def _sessions(cassette: Cassette) -> list[list[Frame]]:
 
 
 def _check_batches(cassette: Cassette, era: str | None) -> list[Finding]:
-    if era is None or era in BATCH_ERA:
+    if era is None or era in BATCH_ERAS:
         return []
     return [Finding(frame.seq, "batch", f"a batch of {len(frame.message)} messages under {era}")
             for frame in cassette.frames if isinstance(frame.message, list)]
@@ -102,7 +98,7 @@ def _check_version_header(cassette: Cassette, era: str | None) -> list[Finding]:
             continue
         if not _after_initialize(cassette, frame):
             continue
-        value = header(frame.info or {}, "mcp-protocol-version")
+        value = header((frame.info or {}).get("headers"), "mcp-protocol-version")
         if value is None:
             found.append(Finding(frame.seq, "protocol-version-header", "no MCP-Protocol-Version header after initialize"))
         elif value != era:
@@ -124,7 +120,7 @@ def _after_initialize(cassette: Cassette, request_head: Frame) -> bool:
 
 def _check_get_streams(cassette: Cassette, era: str | None) -> list[Finding]:
     standalone = {frame.channel for frame in cassette.frames if frame.kind is Kind.HTTP_REQUEST
-                  and (frame.info or {}).get("method") == "GET" and header(frame.info or {}, "last-event-id") is None
+                  and (frame.info or {}).get("method") == "GET" and header((frame.info or {}).get("headers"), "last-event-id") is None
                   and not _is_legacy_endpoint(frame)}
     return [Finding(frame.seq, "get-stream-response", f"response #{item.get('id')} on the standalone GET stream {frame.channel}")
             for frame, item in _messages(cassette.frames)
@@ -186,21 +182,21 @@ def _check_notification_answers(cassette: Cassette, era: str | None) -> list[Fin
 
 
 def _check_routing_headers(cassette: Cassette, era: str | None) -> list[Finding]:
-    if era not in MODERN_ERAS or cassette.header.transport == STDIO:
+    if era not in STATELESS_ERAS or cassette.header.transport == STDIO:
         return []
     found = []
     for frame, body in _http_requests(cassette):
         if len(body) != 1 or "method" not in body[0]:
             continue
         item, info = body[0], frame.info or {}
-        method = header(info, "mcp-method")
+        method = header(info.get("headers"), "mcp-method")
         if method != item["method"]:
             what = "no Mcp-Method header" if method is None else f"Mcp-Method {method!r}"
             found.append(Finding(frame.seq, "routing-headers", f"{what} for a {item['method']} body"))
-        name_key = NAME_BEARING_METHODS.get(item["method"])
+        name_key = NAME_PARAMS.get(item["method"])
         params = item.get("params") if isinstance(item.get("params"), dict) else {}
-        if name_key is not None and header(info, "mcp-name") != params.get(name_key):
-            name = header(info, "mcp-name")
+        if name_key is not None and header(info.get("headers"), "mcp-name") != params.get(name_key):
+            name = header(info.get("headers"), "mcp-name")
             what = "no Mcp-Name header" if name is None else f"Mcp-Name {name!r}"
             found.append(Finding(frame.seq, "routing-headers", f"{what} but the body's {name_key} is {params.get(name_key)!r}"))
     return found
@@ -222,7 +218,7 @@ def _check_progress(cassette: Cassette, era: str | None) -> list[Finding]:
 
 
 def _check_before_initialize(cassette: Cassette, era: str | None) -> list[Finding]:
-    if era in MODERN_ERAS:
+    if era in STATELESS_ERAS:
         return []
     found = []
     for frames in _sessions(cassette):
@@ -253,7 +249,7 @@ def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
         kind, params = classify(item), item.get("params")
         check: Callable[[], Any] | None = None
         what = ""
-        if kind is MessageType.REQUEST and item["method"] == "server/discover" and era not in MODERN_ERAS:
+        if kind is MessageType.REQUEST and item["method"] == "server/discover" and era not in STATELESS_ERAS:
             continue  # a 2026-07-28 client's version probe, sent before the older era was negotiated
         if kind is MessageType.REQUEST:
             pending[(frame.direction, item["id"])] = item["method"]

@@ -23,21 +23,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tapes.cassette.store import Cassette
-from tapes.replay.engine import header
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.cassette.store import Cassette
 from tapes.replay.matching import canonical
+from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.pointer import REMOVED, tokens, without
 
-MODERN_VERSIONS = ("2026-07-28",)  # stateless: no initialize, per-request _meta envelope
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 RESOURCE_NOT_FOUND = "resource not found"  # -32002 before 2026-07-28, -32602 from then on
 _RESOURCE_NOT_FOUND_CODES = (-32002, -32602)
 _CACHE_HINTS = ("ttlMs", "cacheScope")  # 2026-07-28 caching hints: how long to keep a result, not what it is
 _RETRY_FIELDS = ("inputResponses", "requestState")
-_SUBJECT_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-                   "resources/subscribe": "uri", "resources/unsubscribe": "uri"}
 
 # --- noise rules --------------------------------------------------------------------------
 
@@ -96,32 +95,9 @@ class Noise:
 
     def strip(self, document: Any) -> Any:
         for pointer in self.ignore:
-            document = _without_pattern(document, [_unescape(token) for token in pointer.split("/")[1:]])
+            stripped = without(document, tokens(pointer))
+            document = None if stripped is REMOVED else stripped
         return document
-
-
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def _without_pattern(value: Any, tokens: list[str]) -> Any:
-    """`value` without the members `tokens` points at (`*` matches any key or index)."""
-    head, rest = tokens[0], tokens[1:]
-    if isinstance(value, dict):
-        keys = list(value) if head == "*" else [head] if head in value else []
-        copy = dict(value)
-        for key in keys:
-            if rest:
-                copy[key] = _without_pattern(value[key], rest)
-            else:
-                del copy[key]
-        return copy
-    if isinstance(value, list):
-        indexes = range(len(value)) if head == "*" else [int(head)] if head.isdigit() and int(head) < len(value) else []
-        if not rest:
-            return [item for index, item in enumerate(value) if index not in indexes]
-        return [_without_pattern(item, rest) if index in indexes else item for index, item in enumerate(value)]
-    return value
 
 
 # --- the session model --------------------------------------------------------------------
@@ -224,11 +200,17 @@ def _params(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _subject(method: str, params: dict[str, Any]) -> str:
-    value = params.get(_SUBJECT_PARAMS.get(method, ""))
+    value = params.get(SUBJECT_PARAMS.get(method, ""))
     return value if isinstance(value, str) else ""
 
 
 class _Builder:
+    """Folds a cassette's messages into steps. It ties messages with the same rules as the replay's
+    causality index (tapes.replay.index: response by id, progress by token, a server request to
+    the newest pending request) but cannot be that index: a step spans interactions (a 2026-07-28
+    retry is a new request that joins the step of the input_required result it answers, and may be
+    captured before that result), and it needs no per-exchange release dependencies."""
+
     def __init__(self, cassette: Cassette) -> None:
         self.era = cassette.protocol_version
         self.session = Session(self.era, _transport_name(cassette), [], [])
@@ -276,7 +258,7 @@ class _Builder:
     def client_request(self, message: _Message) -> None:
         item = message.item
         method, params = item["method"], _params(item)
-        if self.client_capabilities_from_meta(params) and self.era in MODERN_VERSIONS:
+        if self.client_capabilities_from_meta(params) and self.era in STATELESS_ERAS:
             self.fold("per-request _meta carries the protocol version and client capabilities (no initialize)")
         if any(name in params for name in _RETRY_FIELDS):
             step = self.retries.pop(_retry_lookup(method, params), None)
@@ -486,7 +468,7 @@ def wire_facts(cassette: Cassette) -> dict[str, Any]:
         elif frame.kind is Kind.HTTP_RESPONSE:
             server_headers.update(name.lower() for name, _ in info.get("headers") or () if _mcp_header(name))
             if heads.get(frame.channel, {}).get("method") == "POST":
-                content_type = (header(info, "content-type") or "").split(";")[0].strip()
+                content_type = (header(info.get("headers"), "content-type") or "").split(";")[0].strip()
                 framing.add("202 Accepted" if info.get("status") == 202 else
                             "SSE" if content_type == "text/event-stream" else "JSON" if content_type else f"{info.get('status')}")
     events = [frame for frame in frames if frame.kind is Kind.SSE_EVENT]
@@ -494,13 +476,13 @@ def wire_facts(cassette: Cassette) -> dict[str, Any]:
         "POST answered with": sorted(framing),
         "client MCP headers": sorted(client_headers),
         "server MCP headers": sorted(server_headers),
-        "standalone GET stream": any(info.get("method") == "GET" and header(info, "last-event-id") is None
+        "standalone GET stream": any(info.get("method") == "GET" and header(info.get("headers"), "last-event-id") is None
                                      and facts["transport"] == "Streamable HTTP" for info in heads.values()),
         "SSE event ids": any((frame.info or {}).get("id") is not None for frame in events),
         "priming events": any((frame.info or {}).get("id") is not None and frame.message is None and not frame.data
                               for frame in events),
         "retry field": any((frame.info or {}).get("retry") is not None for frame in events),
-        "resumption (Last-Event-ID)": any(header(info, "last-event-id") is not None for info in heads.values()),
+        "resumption (Last-Event-ID)": any(header(info.get("headers"), "last-event-id") is not None for info in heads.values()),
     })
     return facts
 

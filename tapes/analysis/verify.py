@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapes.cassette.frames import Frame, Kind
-from tapes.wire.jsonrpc import MessageType, classify, decode, encode, items
 from tapes.replay.sessions import legacy_session_id
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import MessageType, classify, decode, encode, items
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
@@ -81,6 +82,9 @@ class ClientScript:
         self._build(frames)
 
     def _build(self, frames: Sequence[Frame]) -> None:
+        # Not the replay's causality index (tapes.replay.index): that one says what each server
+        # frame waits for, by recorded ids. A script needs the inverse, what each client line
+        # waits for, keyed by content a live server reproduces (its ids and tokens are its own).
         self._note_states(frames)
         awaited: set[ServerKey] = set()
         token_owner: dict[Any, Any] = {}  # progress token -> client request id
@@ -231,10 +235,6 @@ def _exchange_number(channel: str) -> int | None:
     return int(number) if prefix == "http" and number.isdigit() else None
 
 
-def _header(headers: Sequence[Sequence[str]], name: str) -> str | None:
-    return next((value for key, value in headers if key.lower() == name), None)
-
-
 class HttpClientScript(ClientScript):
     def __init__(self, frames: Sequence[Frame]) -> None:
         self._heads: dict[int, dict[str, Any]] = {}  # exchange -> recorded request head info
@@ -249,6 +249,9 @@ class HttpClientScript(ClientScript):
         super().__init__(frames)
 
     def _build(self, frames: Sequence[Frame]) -> None:
+        # Not the replay's causality index (tapes.replay.index): that one says what each server
+        # frame waits for, by recorded ids. A script needs the inverse, what each client line
+        # waits for, keyed by content a live server reproduces (its ids and tokens are its own).
         self._note_states(frames)
         awaited: set[ServerKey] = set()
         token_owner: dict[Any, Any] = {}
@@ -264,7 +267,7 @@ class HttpClientScript(ClientScript):
                 info = frame.info or {}
                 self._heads[exchange] = info
                 waits_for = set(awaited)
-                event_id = _header(info.get("headers", ()), "last-event-id")
+                event_id = header(info.get("headers", ()), "last-event-id")
                 if event_id in self._event_positions:
                     waits_for.add(("event", *self._event_positions[event_id]))
                 opened[exchange] = _Line(frame.seq, None, None, frozenset(waits_for), exchange)
@@ -279,7 +282,7 @@ class HttpClientScript(ClientScript):
                                            head.waits_for | (body.waits_for if body else frozenset()), exchange)
             elif frame.kind is Kind.HTTP_RESPONSE:
                 awaited.add(("head", exchange))
-                session = _header((frame.info or {}).get("headers", ()), "mcp-session-id")
+                session = header((frame.info or {}).get("headers", ()), "mcp-session-id")
                 if session is not None and session not in self._issued_sessions.values():
                     self._issued_sessions[exchange] = session
             elif frame.kind is Kind.SSE_EVENT:
@@ -305,7 +308,7 @@ class HttpClientScript(ClientScript):
 
     def receive_head(self, exchange: int, headers: Sequence[Sequence[str]]) -> None:
         self._received.add(("head", exchange))
-        live = _header(headers, "mcp-session-id")
+        live = header(headers, "mcp-session-id")
         if exchange in self._issued_sessions and live is not None:
             self._live_sessions[self._issued_sessions[exchange]] = live
 

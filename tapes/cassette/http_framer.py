@@ -15,8 +15,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tapes.cassette.frames import Direction, Frame, Kind, http_channel
-from tapes.wire.jsonrpc import decode
 from tapes.cassette.redact import Redactor
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import decode
 from tapes.wire.sse import SSEEvent, SSEParser, is_event_stream
 
 CLOSED = "closed"
@@ -24,11 +25,6 @@ CLIENT_DISCONNECT = "client_disconnect"
 UPSTREAM_ERROR = "upstream_error"
 
 Fields = list[tuple[str, str]]
-
-
-def header(fields: Fields, name: str) -> str | None:
-    lowered = name.lower()
-    return next((value for key, value in fields if key.lower() == lowered), None)
 
 
 class HttpFramer:

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tapes.errors import UserError
 from tapes.cassette.frames import Frame
+from tapes.errors import UserError
 
 FrameHook = Callable[[Frame], Frame | None]
 

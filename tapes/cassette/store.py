@@ -23,12 +23,12 @@ from typing import Any, BinaryIO
 import msgpack
 
 from tapes import __version__
-from tapes.errors import UserError
 from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.errors import UserError
+from tapes.wire.eras import STATELESS_VERSION_KEY
 
 FORMAT_VERSION = 1
 MAGIC = "mcp-tapes"  # first key of the header object
-_STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # 2026-07-28: in every request's _meta
 
 
 class CassetteError(UserError):
@@ -104,7 +104,7 @@ class Cassette:
 def _stateless_version(request: dict[str, Any]) -> str | None:
     params = request.get("params")
     meta = params.get("_meta") if type(params) is dict else None
-    version = meta.get(_STATELESS_VERSION_KEY) if type(meta) is dict else None
+    version = meta.get(STATELESS_VERSION_KEY) if type(meta) is dict else None
     return version if isinstance(version, str) else None
 
 

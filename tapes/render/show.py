@@ -23,8 +23,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from tapes.cassette.store import Cassette
 from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.cassette.store import Cassette
 from tapes.wire.jsonrpc import MessageType, classify, items
 
 ARROWS = {Direction.CLIENT_TO_SERVER: "C→S", Direction.SERVER_TO_CLIENT: "S→C"}

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
-from tapes.cassette.store import Cassette, CassetteError
 from tapes.analysis.diff import DiffReport
-from tapes.replay.engine import Interaction, ReplayEngine, header
 from tapes.cassette.frames import STDIO, Frame, Kind
-from tapes.wire.jsonrpc import MessageType, classify, items
-from tapes.replay.sessions import split_sessions
+from tapes.cassette.store import Cassette, CassetteError
 from tapes.render.show import compact, describe, server_text
+from tapes.replay.index import Interaction, RecordingIndex
+from tapes.replay.sessions import split_sessions
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import MessageType, classify, items
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
@@ -205,7 +206,7 @@ def _label(frame: Frame) -> tuple[str, str, str]:
     if frame.kind is Kind.HTTP_REQUEST:
         return f"{_text(info.get('method'), 20)} {_text(info.get('path'), 80)}", "", "http"
     if frame.kind is Kind.HTTP_RESPONSE:
-        content_type = header(info, "content-type") or ""
+        content_type = header(info.get("headers"), "content-type") or ""
         return f"HTTP {compact(info.get('status'), 10)} {_text(content_type, 40)}".rstrip(), "", "http"
     if frame.kind is Kind.STREAM_END:
         reason = info.get("reason")
@@ -273,7 +274,7 @@ def _channel_label(channel: _Channel, frames: Sequence[Frame]) -> str:
             return f"{channel.name} POST {what.split(' ', 1)[-1]}"
         return f"{channel.name} POST"
     if method == "GET":
-        if header(info, "last-event-id") is not None:
+        if header(info.get("headers"), "last-event-id") is not None:
             return f"{channel.name} GET resume"
         events = (f for f in frames[channel.first : channel.last + 1] if f.channel == channel.name)
         if any(f.kind is Kind.SSE_EVENT and (f.info or {}).get("event") == "endpoint" for f in events):
@@ -319,11 +320,11 @@ def _jsonable(value: Any) -> Any:
 
 def _owners(frames: Sequence[Frame]) -> dict[tuple[int, int], Interaction]:
     """The interaction each message item (frame seq, index in a batch) belongs to, exactly as the
-    replay engine ties them."""
+    replay engine ties them: both read the recording's causality index."""
     owners: dict[tuple[int, int], Interaction] = {}
     for session in split_sessions(frames):  # ids are only unique within an HTTP session
         try:
-            owners.update(ReplayEngine(session.frames).interactions_by_item())
+            owners.update(RecordingIndex.of(session.frames).interactions_by_item())
         except CassetteError:
             continue  # e.g. msgpack bytes inside a message: the page shows the frames unlinked
     return owners
@@ -462,7 +463,7 @@ def _mark_streams(frames: Sequence[Frame], rows: list[_Row], channels: dict[str,
             last_event[_text(info["id"], 200)] = index
         elif frame.kind is Kind.STREAM_END and info.get("reason") in ("client_disconnect", "upstream_error"):
             row.mark("cut", "✂ stream cut", None, f"the stream broke: {info['reason']}")
-        elif frame.kind is Kind.HTTP_REQUEST and (resumed_from := header(info, "last-event-id")) is not None:
+        elif frame.kind is Kind.HTTP_REQUEST and (resumed_from := header(info.get("headers"), "last-event-id")) is not None:
             origin = last_event.get(resumed_from)
             if origin is None:
                 row.mark("resume", f"⟲ Last-Event-ID {resumed_from[:40]}", None,

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tapes.replay.engine import Race, ReplayEngine, Repeats
-from tapes.errors import UserError
 from tapes.cassette.frames import Frame
+from tapes.errors import UserError
+from tapes.replay.engine import Race, Repeats, ReplayEngine
 from tapes.replay.matching import Matcher, matcher_named
 
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tapes.cassette.store import Cassette
-from tapes.replay.engine import Action
 from tapes.cassette.frames import STDIO, Frame, Kind, http_channel
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.cassette.store import Cassette
 from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
-
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
 
 WARM_UP_TIMEOUT = 30.0
 """Seconds a real server gets to answer the warm-up before the hand-over goes ahead anyway."""
@@ -123,11 +122,6 @@ class WarmUp:
                 f"unsent, {len(self._awaited)} requests unanswered); handing over anyway")
 
 
-def replayed_messages(actions: Iterable[Action]) -> list[bytes]:
-    """The JSON-RPC messages among what a replay sent (for a later warm-up's `replayed_lines`)."""
-    return [action.payload for action in actions if action.frame is None or action.frame.message is not None]
-
-
 def _is_answer(message: Any) -> bool:
     return isinstance(message, dict) and classify(message) in (MessageType.RESULT, MessageType.ERROR)
 
@@ -213,7 +207,7 @@ def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None
     warm_up = set(posts[:warm_up_posts])
     listened = {f.channel for f in heads if (f.info or {}).get("method") == "GET" and not _resumes(f)} if open_stream else set()
     issued = next((value for f in recording.frames if f.kind is Kind.HTTP_RESPONSE
-                   for name, value in (f.info or {}).get("headers") or () if name.lower() == SESSION_HEADER), None)
+                   if (value := header((f.info or {}).get("headers"), SESSION_HEADER)) is not None), None)
     issued_legacy = next((legacy_session_id(f.payload.decode("utf-8", "replace")) for f in recording.frames
                           if f.kind is Kind.SSE_EVENT and (f.info or {}).get("event") == "endpoint"), None)
     channels: dict[str, str] = {channel: open_stream for channel in listened if open_stream}
@@ -242,7 +236,7 @@ def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None
 
 
 def _resumes(head: Frame) -> bool:
-    return any(name.lower() == "last-event-id" for name, _ in (head.info or {}).get("headers") or ())
+    return header((head.info or {}).get("headers"), "last-event-id") is not None
 
 
 def last_exchange(frames: list[Frame]) -> int:

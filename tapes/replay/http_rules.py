@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from tapes.cassette.frames import Frame, Kind
+from tapes.wire.eras import KNOWN_VERSIONS, NAME_PARAMS
+from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
-HeaderFields = Sequence[tuple[str, str]] | Sequence[list[str]]
-
-KNOWN_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"})
-STATELESS_VERSION = "2026-07-28"  # from this revision on, requests carry the standard headers
 HEADER_MISMATCH = -32001
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
@@ -27,13 +25,7 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 _NOT_REPLAYED = frozenset(
     {"content-length", "transfer-encoding", "connection", "keep-alive", "date", "content-encoding", "server"}
 )
-_NAMED_BY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _BASE64 = ("=?base64?", "?=")
-
-
-def header(fields: HeaderFields, name: str) -> str | None:
-    lowered = name.lower()
-    return next((value for key, value in fields if key.lower() == lowered), None)
 
 
 def origin_allowed(origin: str | None, allowed_hosts: Iterable[str]) -> bool:
@@ -102,8 +94,8 @@ def header_mismatch(fields: HeaderFields, message: Any, mirrored: dict[str, dict
         return "Header mismatch: the required Mcp-Method header is missing"
     if sent != method:
         return f"Header mismatch: Mcp-Method header value {sent!r} does not match body value {method!r}"
-    if method in _NAMED_BY:
-        expected = params.get(_NAMED_BY[method])
+    if method in NAME_PARAMS:
+        expected = params.get(NAME_PARAMS[method])
         name = header(fields, "mcp-name")
         if name is None:
             return "Header mismatch: the required Mcp-Name header is missing"
@@ -160,16 +152,3 @@ def replayed_headers(fields: HeaderFields) -> list[tuple[str, str]]:
     """The recorded response headers that matter (content type, session id, cache control, Allow,
     ...), without those of the recorded connection (length, chunking, date, keep-alive)."""
     return [(key, value) for key, value in fields if key.lower() not in _NOT_REPLAYED]
-
-
-def endpoint_for_replay(data: str, upstream_url: str | None, replayer_origin: str) -> str:
-    """The data of a legacy `endpoint` event as the replayer sends it: a relative URL already leads
-    to the replayer; an absolute one on the recorded server's origin is moved to the replayer's."""
-    target = urlsplit(data)
-    if not target.scheme:
-        return data
-    upstream = urlsplit(upstream_url or "")
-    if (target.scheme, target.netloc) != (upstream.scheme, upstream.netloc):
-        return data
-    return replayer_origin + data[len(f"{target.scheme}://{target.netloc}") :]
-

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapes.errors import UserError
+from tapes.wire.pointer import REMOVED, escape, tokens, without
 
 # JSON pointers (relative to params) ignored by default, per method; "*" applies to every method.
 VOLATILE_PATHS: dict[str, tuple[str, ...]] = {
@@ -26,42 +27,9 @@ MISSING = object()
 _KEY_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False)  # built once: json.dumps builds one per call
 
 
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
 def _parsed(paths: dict[str, list[str]]) -> dict[str, list[list[str]]]:
     """JSON pointers per method, split into their unescaped tokens once (not on every request)."""
-    return {method: [[_unescape(token) for token in pointer.split("/")[1:]] for pointer in pointers]
-            for method, pointers in paths.items()}
-
-
-def _without(value: Any, tokens: list[str]) -> Any:
-    """`value` with the member at `tokens` removed (copying only along the path)."""
-    if not tokens:
-        return MISSING
-    head, rest = tokens[0], tokens[1:]
-    if isinstance(value, dict) and head in value:
-        inner = _without(value[head], rest)
-        copy = dict(value)
-        if inner is MISSING:
-            del copy[head]
-        else:
-            copy[head] = inner
-        return copy
-    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
-        inner = _without(value[int(head)], rest)
-        copy = list(value)
-        if inner is MISSING:
-            del copy[int(head)]
-        else:
-            copy[int(head)] = inner
-        return copy
-    return value
+    return {method: [tokens(pointer) for pointer in pointers] for method, pointers in paths.items()}
 
 
 def canonical(value: Any) -> Any:
@@ -97,7 +65,7 @@ def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
     if isinstance(recorded, dict) and isinstance(live, dict):
         found: list[Difference] = []
         for key in list(recorded) + [k for k in live if k not in recorded]:
-            found += differences(recorded.get(key, MISSING), live.get(key, MISSING), f"{path}/{_escape(key)}")
+            found += differences(recorded.get(key, MISSING), live.get(key, MISSING), f"{path}/{escape(key)}")
         return found
     if isinstance(recorded, list) and isinstance(live, list) and len(recorded) == len(live):
         found = []
@@ -128,9 +96,9 @@ class Matcher:
 
     def relevant(self, method: str, params: Any) -> Any:
         """The params with what this matcher ignores taken out."""
-        for tokens in self._ignore["*"] + self._ignore.get(method, []):
-            stripped = _without(params, tokens)
-            params = None if stripped is MISSING else stripped
+        for path in self._ignore["*"] + self._ignore.get(method, []):
+            stripped = without(params, path)
+            params = None if stripped is REMOVED else stripped
         return params
 
     def key(self, method: str, params: Any) -> Hashable:

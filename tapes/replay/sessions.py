@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
-from tapes.replay.engine import header
 from tapes.cassette.frames import Frame, Kind
+from tapes.wire.http import header
 
 SESSION_HEADER = "mcp-session-id"
 LEGACY_SESSION_PARAMETERS = ("sessionId", "session_id")
@@ -42,7 +42,7 @@ def _channel_sessions(frames: Sequence[Frame]) -> dict[str, str]:
             continue
         found = None
         if frame.kind in (Kind.HTTP_REQUEST, Kind.HTTP_RESPONSE) and frame.info:
-            found = header(frame.info, SESSION_HEADER)
+            found = header(frame.info.get("headers"), SESSION_HEADER)
             if found is None and frame.kind is Kind.HTTP_REQUEST:
                 found = legacy_session_id(frame.info.get("path", ""))
         elif frame.kind is Kind.SSE_EVENT and frame.info and frame.info.get("event") == "endpoint":

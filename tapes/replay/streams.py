@@ -16,9 +16,9 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tapes.replay.engine import Action
-from tapes.errors import UserError
 from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.errors import UserError
+from tapes.replay.outcomes import Action
 from tapes.wire.sse import SSEEvent, encode_event
 
 MALFORMED_EVENT = b'event: message\ndata: {"jsonrpc": "2.0", "method": \n\n'
@@ -46,11 +46,10 @@ class ChannelLog:
 
     @property
     def ended(self) -> bool:
-        return bool(self.body) and self.body[-1].action.frame.kind is Kind.STREAM_END  # type: ignore[union-attr]
+        return bool(self.body) and self.body[-1].action.frame.kind is Kind.STREAM_END
 
     def append(self, action: Action) -> None:
         frame = action.frame
-        assert frame is not None
         if frame.kind is Kind.HTTP_RESPONSE:
             self.head = action
             return
@@ -80,12 +79,9 @@ class StreamBook:
         self._event_channel: dict[str, str] = {}  # event id -> the channel that sent it last
 
     def add(self, actions: Iterable[Action]) -> None:
-        """File released actions under their recorded channel (made-up replies, with no frame,
-        answer the live request directly and are not filed)."""
+        """File released actions under their recorded channel."""
         for action in actions:
             frame = action.frame
-            if frame is None:
-                continue
             self.log(frame.channel).append(action)
             if frame.kind is Kind.SSE_EVENT and (event_id := (frame.info or {}).get("id")) is not None:
                 self._event_channel[event_id] = frame.channel
@@ -106,18 +102,18 @@ class StreamBook:
         return Cursor(channel, self._logs[channel].after_event[last_event_id])
 
 
-def as_stream_message(channel: str, reply: Action) -> Action:
-    """A reply the engine made up, sent as a `message` event on `channel`: on a legacy
-    HTTP+SSE session that stream is the only place a client reads answers from."""
-    message = json.loads(reply.payload)
-    frame = Frame(0, 0.0, Direction.SERVER_TO_CLIENT, channel, Kind.SSE_EVENT, message,
+def as_stream_message(channel: str, payload: bytes) -> Action:
+    """A message that is not in the recording (a reply the engine made up, or what a real server
+    said after a hand-over), sent as a `message` event on `channel`: on a legacy HTTP+SSE session
+    that stream is the only place a client reads answers from."""
+    frame = Frame(0, 0.0, Direction.SERVER_TO_CLIENT, channel, Kind.SSE_EVENT, json.loads(payload),
                   info={"id": None, "event": "message", "retry": None})
-    return Action(frame, reply.payload)
+    return Action(frame, payload)
 
 
 def sse_bytes(action: Action) -> bytes:
     """The wire form of a released SSE_EVENT action, with its recorded id, event name and retry."""
-    info = action.frame.info or {}  # type: ignore[union-attr]
+    info = action.frame.info or {}
     data = action.payload.decode("utf-8", "replace")
     return encode_event(SSEEvent(data, info.get("id"), info.get("event"), info.get("retry")))
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+PARSE_ERROR = -32700  # JSON-RPC 2.0's error codes for a message that is not JSON, or not a request
+INVALID_REQUEST = -32600
+
 
 class MessageType(StrEnum):
     REQUEST = "request"

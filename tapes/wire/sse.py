@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tapes.wire.http import moved_to_origin
+
 _BOM = "\ufeff"
 
 
@@ -171,8 +173,8 @@ class EndpointRewriter:
     LIMIT = 64 * 1024  # a first event bigger than this is no endpoint event: stop holding
 
     def __init__(self, upstream_origin: str, proxy_origin: str) -> None:
-        self._upstream = upstream_origin.encode()
-        self._proxy = proxy_origin.encode()
+        self._upstream = upstream_origin
+        self._proxy = proxy_origin
         self._held = bytearray()
         self._done = False
 
@@ -188,10 +190,8 @@ class EndpointRewriter:
             return self._release(bytes(self._held)) if len(self._held) > self.LIMIT else b""
         held = bytes(self._held)
         first = events[0]
-        if first.event == "endpoint" and first.data.startswith(self._upstream.decode()):
-            held = held.replace(b"data: " + self._upstream, b"data: " + self._proxy, 1).replace(
-                b"data:" + self._upstream, b"data:" + self._proxy, 1
-            )
+        if first.event == "endpoint" and (moved := moved_to_origin(first.data, self._upstream, self._proxy)) != first.data:
+            held = held.replace(first.data.encode(), moved.encode(), 1)
         return self._release(held)
 
     def _release(self, data: bytes) -> bytes:

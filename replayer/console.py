@@ -1,0 +1,31 @@
+"""What every replayer adapter says on stderr: the cassette's warnings and the end-of-replay
+summary. Text from cassettes and the wire is printed as it is, never read as Rich markup."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from tapes.cassette.store import Cassette
+from tapes.replay.session import ReplaySession, summary
+
+PREFIX = "tapes replay: "
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def print_warnings(console: Console, cassette: Cassette) -> None:
+    for warning in cassette.warnings:
+        console.print(PREFIX + warning, style="yellow", soft_wrap=True, markup=False)
+
+
+def print_summary(console: Console, sessions: Sequence[ReplaySession]) -> bool:
+    """Print the summary of `sessions`; whether the replay was clean."""
+    lines, clean = summary(sessions)
+    for number, line in enumerate(lines):
+        console.print(PREFIX + line, style=("green" if clean else "red") if number == 0 else "yellow",
+                      soft_wrap=True, markup=False)
+    return clean

@@ -1,0 +1,274 @@
+"""The causality index of a recording: one walk, front to back, that ties every frame to the
+interaction it belongs to and works out what each recorded server frame waits for.
+
+An *interaction* is a client request and all that is causally tied to it: the server's progress
+notifications for its progressToken, server→client requests sent on its behalf (on HTTP: on its
+exchange; on stdio: while it is the newest pending request), the client's answers to those, a
+cancellation of it, and its response.
+
+What a server frame waits for (`ServerItem.deps`):
+- the client items of the interactions its messages belong to, recorded before it;
+- on HTTP, the client items of its own exchange and of the requests that exchange carries, and
+  nothing of any other exchange: a response head, a 202 or a POST's own SSE events never wait for
+  another exchange (clients differ in when they open their GET stream, or whether they send the
+  next POST before this one is answered);
+- on HTTP, what a GET stream (the standalone one, or the legacy SSE stream) carries that is tied
+  to no request, its end included: that stream's opening and the last JSON-RPC message the
+  client had sent before it, so it goes out once the live client has the stream open and has
+  said what may have caused it (the stream's head waits for its opening only);
+- on stdio, a frame tied to no request: the last client item recorded before it.
+A cancel of the request a frame answers is kept apart (`cancel_deps`): whether the response waits
+for it is the race policy's call.
+
+`view` reads the same index to draw who answered whom; the engine adds its matching tables and
+live state on top.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tapes.cassette.frames import STDIO, Frame, Kind
+from tapes.cassette.store import CassetteError
+from tapes.wire.jsonrpc import MessageType, classify, items
+
+ItemKey = tuple[int, int]  # (frame seq, index within a batch)
+
+
+@dataclass(eq=False)  # identity: two recorded requests may be equal in every field
+class Interaction:
+    request: dict[str, Any]  # the recorded request
+    frame_seq: int
+    channel: str
+    client_items: list[ItemKey] = field(default_factory=list)  # the request, then the client's answers to it
+    cancel_items: list[ItemKey] = field(default_factory=list)  # recorded notifications/cancelled of it
+    server_items: list[ServerItem] = field(default_factory=list)  # what the server sent for it
+    # live state, set by the engine that plays it
+    live_id: Any = None
+    live_token: Any = None
+    matched: bool = False
+    # Nothing more goes out for it: the live client cancelled it (under Race.CANCEL_WINS, or by
+    # closing its 2026-07-28 response stream), or its exchange was answered without it.
+    withheld: bool = False
+
+    @property
+    def recorded_id(self) -> Any:
+        return self.request["id"]
+
+    @property
+    def recorded_token(self) -> Any:
+        return ((self.request.get("params") or {}).get("_meta") or {}).get("progressToken")
+
+    def describe(self) -> str:
+        return f"{self.request['method']} #{self.recorded_id} (frame {self.frame_seq})"
+
+
+@dataclass(eq=False)
+class ServerItem:
+    """A recorded server frame and what it waits for."""
+
+    frame: Frame
+    owners: list[Interaction | None]  # per batch item: the interaction it belongs to
+    payload: bytes  # the frame's wire bytes, encoded once: most frames go out as recorded
+    deps: set[ItemKey]
+    cancel_deps: set[ItemKey]  # cancels of the requests it answers, recorded before it
+    waiting: int = 0  # live state: how many of its dependencies the engine has yet to see
+
+    def answers(self, interaction: Interaction) -> bool:
+        """Whether the frame carries the response to `interaction`'s request."""
+        if self.frame.message is None:
+            return False
+        return any(
+            owner is interaction and classify(item) in (MessageType.RESULT, MessageType.ERROR)
+            for item, owner in zip(items(self.frame.message), self.owners, strict=True)
+        )
+
+
+@dataclass
+class RecordingIndex:
+    """Every recorded frame placed: client items by what they are, server frames with their
+    dependencies. Built by `RecordingIndex.of(frames)`."""
+
+    item_frames: dict[ItemKey, Frame] = field(default_factory=dict)  # every client item's frame
+    interactions: list[Interaction] = field(default_factory=list)
+    notifications: list[tuple[ItemKey, dict[str, Any]]] = field(default_factory=list)  # client notifications
+    answers: dict[Any, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))  # server request id -> client answers
+    raw: dict[bytes, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))  # client bytes that are not JSON-RPC
+    opens: list[ItemKey] = field(default_factory=list)  # HTTP requests without a body to match (GET, DELETE)
+    ends: list[ItemKey] = field(default_factory=list)  # the client closing its side
+    server_items: list[ServerItem] = field(default_factory=list)
+    # HTTP: what the client sent on each exchange (its body's items, or a bodiless request head),
+    # the requests among it, and the exchanges whose stream the recorded client closed
+    channel_items: dict[str, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))
+    channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
+    closed_by_client: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, frames: Sequence[Frame]) -> RecordingIndex:
+        index = cls()
+        _Walk(index).walk(frames)
+        return index
+
+    def interactions_by_item(self) -> dict[ItemKey, Interaction]:
+        """The interaction each recorded message item belongs to, on both sides."""
+        owners: dict[ItemKey, Interaction] = {}
+        for interaction in self.interactions:
+            for key in (*interaction.client_items, *interaction.cancel_items):
+                owners[key] = interaction
+            for server_item in interaction.server_items:
+                for position, owner in enumerate(server_item.owners):
+                    if owner is interaction:
+                        owners[(server_item.frame.seq, position)] = interaction
+        return owners
+
+
+class _Walk:
+    """The one pass over a recording that fills an index. Holds only what the walk needs."""
+
+    def __init__(self, index: RecordingIndex) -> None:
+        self.index = index
+        self.open_by_id: dict[Any, Interaction] = {}  # recorded client request id -> awaiting its response
+        self.by_id: dict[Any, Interaction] = {}  # ... -> the latest request with it, answered or not (a cancel may race the answer)
+        self.by_token: dict[Any, Interaction] = {}
+        self.by_server_request: dict[Any, Interaction | None] = {}
+        self.pending: list[Interaction] = []  # open interactions, oldest first
+        self.last_client_item: ItemKey | None = None
+        self.last_message_item: ItemKey | None = None  # ... of those, the last JSON-RPC item
+        self.streams: set[str] = set()  # HTTP channels opened by a GET (the standalone or legacy SSE stream)
+
+    def walk(self, frames: Sequence[Frame]) -> None:
+        for frame in frames:
+            if frame.from_client:
+                if frame.message is not None:
+                    checked_payload(frame)  # only checked: a client frame is never sent
+                keys = self.client_frame(frame)
+                if keys:
+                    self.last_client_item = keys[-1]
+                    if frame.kind is Kind.MESSAGE:
+                        self.last_message_item = keys[-1]
+                    if frame.channel != STDIO:
+                        self.index.channel_items[frame.channel] += keys
+            else:
+                self.server_frame(frame)
+
+    def client_frame(self, frame: Frame) -> list[ItemKey]:
+        index = self.index
+        key = (frame.seq, 0)
+        if frame.kind is Kind.HTTP_REQUEST:
+            info = frame.info or {}
+            if info.get("method") == "POST":
+                return []  # a POST is matched by its body
+            index.opens.append(key)
+            if info.get("method") == "GET":
+                self.streams.add(frame.channel)
+        elif frame.kind is Kind.RAW:
+            index.raw[frame.payload].append(key)
+        elif frame.kind is Kind.STREAM_END:
+            index.ends.append(key)
+        elif frame.kind is Kind.MESSAGE:
+            return [self.client_item(frame, position, item) for position, item in enumerate(items(frame.message))]
+        else:
+            return []
+        index.item_frames[key] = frame
+        return [key]
+
+    def client_item(self, frame: Frame, position: int, item: dict[str, Any]) -> ItemKey:
+        index = self.index
+        key = (frame.seq, position)
+        index.item_frames[key] = frame
+        kind = classify(item)
+        if kind is MessageType.REQUEST:
+            interaction = Interaction(item, frame.seq, frame.channel, [key])
+            index.interactions.append(interaction)
+            self.open_by_id[item["id"]] = interaction
+            self.by_id[item["id"]] = interaction
+            if interaction.recorded_token is not None:
+                self.by_token[interaction.recorded_token] = interaction
+            self.pending.append(interaction)
+            if frame.channel != STDIO:
+                index.channel_interactions[frame.channel].append(interaction)
+        elif kind in (MessageType.RESULT, MessageType.ERROR):
+            owner = self.by_server_request.get(item["id"])
+            if owner is not None:
+                owner.client_items.append(key)
+            index.answers[item["id"]].append(key)
+        elif item["method"] == "notifications/cancelled" and (
+            target := self.by_id.get((item.get("params") or {}).get("requestId"))
+        ):
+            target.cancel_items.append(key)
+        else:
+            index.notifications.append((key, item))
+        return key
+
+    def server_frame(self, frame: Frame) -> None:
+        index = self.index
+        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect":
+            index.closed_by_client.add(frame.channel)
+        payload = checked_payload(frame)
+        if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
+            owners = [self.owner(frame, item) for item in items(frame.message)]
+            for item, owner in zip(items(frame.message), owners, strict=True):
+                if owner is not None and classify(item) in (MessageType.RESULT, MessageType.ERROR):
+                    self.open_by_id.pop(item["id"], None)
+                    if owner in self.pending:
+                        self.pending.remove(owner)
+        else:
+            owners = [None]
+        deps: set[ItemKey] = set()
+        cancel_deps: set[ItemKey] = set()
+        for owner in owners:
+            if owner is not None:
+                deps.update(owner.client_items)
+                cancel_deps.update(owner.cancel_items)
+        exchange = index.channel_interactions.get(frame.channel, [])
+        if frame.channel == STDIO:
+            if None in owners and self.last_client_item is not None:
+                deps.add(self.last_client_item)  # tied to no request: after the last thing the client said
+        else:
+            # On HTTP a frame goes out on its exchange: after what the client sent on it, and
+            # after all that was tied to the requests it carries (answers, cancels) before it;
+            # never after what another exchange carried (clients differ in what they await).
+            deps.update(index.channel_items[frame.channel])
+            for interaction in exchange:
+                deps.update(interaction.client_items)
+                cancel_deps.update(interaction.cancel_items)
+            if frame.channel in self.streams and frame.kind is not Kind.HTTP_RESPONSE and None in owners \
+                    and self.last_message_item is not None:
+                # what a GET stream carries that is tied to no request (a notification, its end):
+                # also after the last message the client had sent, which may be what caused it
+                deps.add(self.last_message_item)
+        server_item = ServerItem(frame, owners, payload, deps, cancel_deps)
+        index.server_items.append(server_item)
+        for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
+            interaction.server_items.append(server_item)
+
+    def owner(self, frame: Frame, item: dict[str, Any]) -> Interaction | None:
+        kind = classify(item)
+        if kind in (MessageType.RESULT, MessageType.ERROR):
+            return self.open_by_id.get(item["id"])
+        if kind is MessageType.REQUEST:
+            # On HTTP a server→client request travels on the stream of the request it serves. On
+            # stdio nothing says which; the newest pending request is the one the server is busy with.
+            on_channel = self.index.channel_interactions.get(frame.channel)
+            candidates = on_channel if on_channel else self.pending
+            owner = candidates[-1] if candidates else None
+            self.by_server_request[item["id"]] = owner
+            return owner
+        params = item.get("params") or {}
+        if item["method"] == "notifications/progress":
+            return self.by_token.get(params.get("progressToken"))
+        if item["method"] == "notifications/cancelled":
+            return self.by_server_request.get(params.get("requestId"))
+        return None
+
+
+def checked_payload(frame: Frame) -> bytes:
+    """The frame's wire bytes; a message read from an untrusted cassette must be JSON (msgpack can
+    also hold bytes), which encoding it checks."""
+    try:
+        return frame.payload
+    except (TypeError, ValueError) as error:
+        raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None

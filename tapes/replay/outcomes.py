@@ -1,0 +1,106 @@
+"""What the replay engine hands its adapters: recorded frames to write (`Action`), replies it made
+up itself (`Reply`), both grouped per live message (`Reception`), and the end-of-replay `Report`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tapes.cassette.frames import Frame
+from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, encode
+
+NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A recorded frame to write as it was written (its kind and channel say how), with the live
+    ids already in `payload`."""
+
+    frame: Frame
+    payload: bytes
+    gap: float = 0.0  # recorded seconds between what released this frame (or the frame before it) and it
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A JSON-RPC error the engine made up for a live message the recording has no answer for. It
+    answers that message itself, on whatever carried it; it belongs to no recorded channel."""
+
+    message: dict[str, Any]
+
+    @classmethod
+    def error(cls, request_id: Any, code: int, text: str) -> Reply:
+        return cls({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}})
+
+    @property
+    def payload(self) -> bytes:
+        return encode(self.message)
+
+    @property
+    def malformed(self) -> bool:
+        """The live message was not JSON-RPC at all (an HTTP adapter answers it with 400)."""
+        return self.message["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST)
+
+
+@dataclass(frozen=True, slots=True)
+class Reception:
+    """What a live client message (or HTTP request) led to: the recorded frames it released, the
+    replies made up for the parts of it that matched nothing, and the recorded channel it was
+    matched to (an HTTP adapter answers on that exchange's framing; None when nothing matched).
+    `missed`: how many of its items matched nothing."""
+
+    actions: list[Action]
+    replies: list[Reply] = field(default_factory=list)
+    channel: str | None = None
+    missed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Unmatched:
+    """A live client message the cassette had no answer for."""
+
+    summary: str  # e.g. "tools/call id 7"
+    reason: str  # one sentence: what was expected instead
+
+
+@dataclass
+class Report:
+    played: int = 0  # recorded server frames released
+    repeated: int = 0  # requests answered again under Repeats.ALLOW
+    unmatched: list[Unmatched] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)  # recorded client requests never received
+    recorded: int = 0  # frames a new episode added to the cassette (record mode new_episodes)
+
+    @property
+    def clean(self) -> bool:
+        return not self.unmatched
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "played": self.played,
+            "repeated": self.repeated,
+            "unmatched": [{"summary": miss.summary, "reason": miss.reason} for miss in self.unmatched],
+            "unused": self.unused,
+            "recorded": self.recorded,
+        }
+
+    def lines(self) -> list[str]:
+        """The end-of-replay summary: a count line, then one line per problem."""
+        counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
+        if self.repeated:
+            counts += f", {self.repeated} repeated"
+        if self.recorded:
+            counts += f", {self.recorded} new frames recorded from the real server"
+        return (
+            [counts]
+            + [f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched]
+            + [f"unused {request}" for request in self.unused]
+        )
+
+    def merge(self, other: Report) -> None:
+        self.played += other.played
+        self.repeated += other.repeated
+        self.recorded += other.recorded
+        self.unmatched += other.unmatched
+        self.unused += other.unused

@@ -1,0 +1,18 @@
+"""The protocol eras: every version constant and per-era table, in one place."""
+
+from __future__ import annotations
+
+VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+KNOWN_VERSIONS = frozenset(VERSIONS)
+
+BATCH_ERAS = ("2025-03-26",)  # the only revision with JSON-RPC batches
+HEADER_ERAS = ("2025-06-18", "2025-11-25")  # MCP-Protocol-Version on every request after initialize
+STATELESS_VERSION = "2026-07-28"  # from here on: no initialize, no sessions, standard request headers
+STATELESS_ERAS = (STATELESS_VERSION,)
+STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # stateless eras: in every request's _meta
+
+NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""The param a request's `Mcp-Name` header mirrors (2026-07-28), which is also what it is about."""
+
+SUBJECT_PARAMS = {**NAME_PARAMS, "resources/subscribe": "uri", "resources/unsubscribe": "uri"}
+"""The param naming what a request is about: a tool, a prompt, a resource."""

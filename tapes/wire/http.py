@@ -1,0 +1,27 @@
+"""HTTP head helpers, sans-IO: the one case-insensitive header lookup, and moving a URL from one
+origin to another (the legacy endpoint event behind a proxy, and in a replay)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from urllib.parse import urlsplit
+
+HeaderFields = Sequence[tuple[str, str]] | Sequence[list[str]] | Iterable[Sequence[str]]
+
+
+def header(fields: HeaderFields | None, name: str) -> str | None:
+    """The first value of header `name` (names compare case-insensitively), or None."""
+    lowered = name.lower()
+    return next((value for key, value in fields or () if key.lower() == lowered), None)
+
+
+def moved_to_origin(url: str, old_origin: str | None, new_origin: str) -> str:
+    """`url` with `old_origin` (scheme://host:port) replaced by `new_origin` when it is an absolute
+    URL on `old_origin`; a relative URL, or one on another origin, is returned as it is."""
+    target = urlsplit(url)
+    if not target.scheme:
+        return url
+    old = urlsplit(old_origin or "")
+    if (target.scheme, target.netloc) != (old.scheme, old.netloc):
+        return url
+    return new_origin + url[len(f"{target.scheme}://{target.netloc}") :]
