@@ -25,7 +25,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,7 +325,8 @@ class RawClient:
             yield
         finally:
             for sock in sockets:
-                sock.shutdown(socket.SHUT_RDWR)  # a GET stream never ends by itself
+                with suppress(OSError):  # already closed: the stream ended by itself
+                    sock.shutdown(socket.SHUT_RDWR)  # a live GET stream never ends by itself
             thread.join(TIMEOUT)
 
 
