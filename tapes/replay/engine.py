@@ -158,7 +158,7 @@ class ReplayEngine:
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
         resent, self._resent = self._resent, []
-        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses)
+        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent))
 
     def open(self, method: str, last_event_id: str | None = None) -> Reception:
         """An HTTP request without a body (a GET stream, a DELETE): it plays the first unplayed
