@@ -53,7 +53,7 @@ from tapes.replay.http_rules import (
     version_problem,
 )
 from tapes.replay.engine import Repeats
-from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report
+from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.sessions import RecordedSession, legacy_session_id, split_sessions
 from tapes.replay.streams import (
@@ -199,6 +199,7 @@ class HttpReplayer:
         self._originals = list(self._sessions)  # one per recorded session, in recorded order
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
         self._served_again = 0
+        self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
         self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
@@ -220,16 +221,19 @@ class HttpReplayer:
         return [session.replay for session in self._sessions]
 
     def report_lines(self) -> list[str]:
-        """The replay summary, one block per recorded session (named when there are several)."""
-        return summary(self.replays)[0]
+        """The replay summary, one block per live session (named when there are several), then
+        the requests no session could take."""
+        return summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
 
     @property
     def clean(self) -> bool:
-        return summary(self.replays)[1]
+        return summary(self.replays)[1] and not self._unrouted
 
     def report(self) -> Report:
         """The sessions' reports as one."""
-        return merged_report(self.replays)
+        merged = merged_report(self.replays)
+        merged.unmatched += self._unrouted
+        return merged
 
     async def close(self) -> None:
         """End every open stream (the server is shutting down)."""
@@ -261,6 +265,7 @@ class HttpReplayer:
             return _error(403, "Forbidden: Origin not allowed")
         path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
         if path not in self.paths:
+            self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             return _error(400, problem)
@@ -309,7 +314,8 @@ class HttpReplayer:
 
     async def _get(self, request: Request, session: _Session) -> Response:
         last_event_id = request.headers.get("last-event-id")
-        reception = session.replay.open("GET", last_event_id)
+        target = _target(request)
+        reception = session.replay.open("GET", target, last_event_id)
         session.perform(reception)
         if reception.channel is not None:
             if last_event_id is None:
@@ -325,11 +331,14 @@ class HttpReplayer:
             return _error(400, f"Bad Request: Last-Event-ID {last_event_id!r} names no event of this session")
         if "GET" not in session.http_methods:
             return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session)
-        session.engine.note_unmatched("GET", "every recorded GET stream of the session was already opened")
+        if not session.engine.opens_to("GET", target):
+            session.engine.note_unmatched(f"GET {target}", "the recording has no GET with that path and query")
+            return _error(404, f"Not Found: the recording has no GET {target}")
+        session.engine.note_unmatched(f"GET {target}", "every recorded GET stream of the session was already opened")
         return _error(409, "Conflict: the recording has no further GET stream for this session")
 
     async def _delete(self, request: Request, session: _Session) -> Response:
-        reception = session.replay.open("DELETE")
+        reception = session.replay.open("DELETE", _target(request))
         session.perform(reception)
         if reception.channel is None:
             return _error(405, "Method Not Allowed: the recorded server was not asked to end the session", allow=session)
@@ -555,6 +564,13 @@ def _held_open(log: ChannelLog) -> bool:
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
     return encode([*items(parse(body)), *(reply.message for reply in replies)])
+
+
+def _target(request: Request) -> str:
+    """The request's path and query as the client sent them (as recorded)."""
+    query = request.scope.get("query_string", b"")
+    return request.scope.get("raw_path", request.scope["path"].encode()).decode("latin-1") + (
+        f"?{query.decode('latin-1')}" if query else "")
 
 
 def _without_meta(params: Any) -> Any:
