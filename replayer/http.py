@@ -45,6 +45,7 @@ from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, sp
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
     header_mismatch,
+    host_allowed,
     mismatch_reply,
     origin_allowed,
     param_headers,
@@ -181,7 +182,7 @@ class _Session:
 @dataclass
 class ReplayOptions:
     faults: Faults = field(default_factory=Faults)
-    allowed_hosts: Sequence[str] = ()  # Origin hosts allowed besides the local ones
+    allowed_hosts: Sequence[str] = ()  # hosts allowed in Origin and Host besides the local ones
     max_body: int = MAX_BODY
     control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
     new_episodes: NewEpisodes | None = None  # hand a session over to the real server at its first miss
@@ -263,6 +264,10 @@ class HttpReplayer:
     async def _handle(self, request: Request) -> Response:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
             return _error(403, "Forbidden: Origin not allowed")
+        # the address the client reached this replayer at is one of its names too
+        local = request.scope.get("server")
+        if not host_allowed(request.headers.get("host"), self._allowed_hosts | {local[0]} if local else self._allowed_hosts):
+            return _error(421, "Misdirected Request: Host not allowed")
         path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
         if path not in self.paths:
             self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
@@ -708,5 +713,5 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     replayer.add_new_episodes()
-    clean = print_summary(console, replayer.replays)
+    clean = print_summary(console, replayer.report_lines(), replayer.clean)
     return 1 if strict and not clean else 0

@@ -241,8 +241,9 @@ class RawClient:
 
     VERSION = "2025-11-25"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, name: str = "mcp-tapes-raw-client") -> None:
         self.url = url
+        self.name = name
         self.http = httpx.Client(timeout=TIMEOUT)
         self.session: str | None = None
         self.next_id = 0
@@ -250,17 +251,23 @@ class RawClient:
 
     def run(self, steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
         try:
-            init = self.request("initialize", {"protocolVersion": self.VERSION, "capabilities": {},
-                                               "clientInfo": {"name": "mcp-tapes-raw-client", "version": "1.0.0"}})
-            accepted = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            assert accepted.status_code == 202, f"initialized got {accepted.status_code}: {accepted.text}"
+            init = self.open()
             with self.get_stream():
-                out = {"session": {"server": init["result"]["serverInfo"]}, "steps": []}
+                out = {"session": {"server": init["serverInfo"]}, "steps": []}
                 for step in steps:
                     out["steps"].append({"method": step["method"], "result": self.step(step)})
             return stable(out)
         finally:
             self.http.close()
+
+    def open(self) -> dict[str, Any]:
+        """initialize, then notifications/initialized; the initialize result."""
+        init = self.request("initialize", {"protocolVersion": self.VERSION, "capabilities": {},
+                                           "clientInfo": {"name": self.name, "version": "1.0.0"}})
+        assert "result" in init, init["error"]["message"]
+        accepted = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert accepted.status_code == 202, f"initialized got {accepted.status_code}: {accepted.text}"
+        return init["result"]
 
     def step(self, step: dict[str, Any]) -> Any:
         params = {key: step[key] for key in ("name", "arguments", "uri", "level") if key in step}
@@ -287,15 +294,20 @@ class RawClient:
         return response
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The response to a request (with the notifications its stream carried before it)."""
         self.next_id += 1
-        response = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert response.status_code == 200, f"{method} got {response.status_code}: {response.text}"
+        return self.answer(self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}), self.next_id)
+
+    @staticmethod
+    def answer(response: httpx.Response, request_id: int) -> dict[str, Any]:
+        """The response to request `request_id` in a POST's whole answer (JSON, or an SSE stream),
+        with the notifications the stream carried before it."""
+        assert response.status_code == 200, f"request {request_id} got {response.status_code}: {response.text}"
         if response.headers.get("content-type", "").startswith("application/json"):
             return {**response.json(), "notifications": []}
         messages = [json.loads(data) for data in sse_data(response.text)]
-        answer = next(m for m in messages if m.get("id") == self.next_id and "method" not in m)
-        return {**answer, "notifications": [m for m in messages if "id" not in m]}
+        answers = [m for m in messages if "method" not in m]
+        assert [m.get("id") for m in answers] == [request_id], f"request {request_id} was answered as {answers}"
+        return {**answers[0], "notifications": [m for m in messages if "id" not in m]}
 
     @contextmanager
     def get_stream(self) -> Iterator[None]:
