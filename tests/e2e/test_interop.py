@@ -10,13 +10,31 @@ is recorded once per module and each live result computed once, so a cell costs 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.interop import HTTP, RECORDING_CLIENTS, SERVERS, SSE, STDIO, TRANSPORTS, LiveServers, record, replay, run_client
+from processes import Process
+from support.interop import (
+    HTTP,
+    RECORDING_CLIENTS,
+    SCENARIOS,
+    SERVERS,
+    SSE,
+    STDIO,
+    TAPES,
+    TRANSPORTS,
+    LiveServers,
+    RawClient,
+    record,
+    replay,
+    run_client,
+)
+from tapes.cassette.frames import Kind
+from tapes.cassette.store import load
 
 CELLS = [
     pytest.param(recorder, replayer, transport, server, id=f"{server}-{transport}-{recorder}-to-{replayer}")
@@ -82,3 +100,24 @@ def test_replay_gives_each_client_what_the_live_server_gives_it(
         assert json.loads(replayed.summary)["unmatched"] == []
     else:
         assert replayed.exit_code == 0, replayed.summary
+
+
+def test_the_ts_client_replays_a_session_whose_recorded_client_opened_its_get_stream_early(
+    live: LiveServers, baseline: Callable[[str, str, str], dict[str, Any]], tmp_path: Path
+) -> None:
+    """HTTP causality is per exchange: the recorded client opened its GET stream before it sent
+    `notifications/initialized`; the TypeScript SDK opens it only once that notification got its
+    202, so a 202 that waited for the GET would hold both forever."""
+    tape = tmp_path / "eager-get.tape"
+    recorder = Process([*TAPES, "record", "-o", str(tape), "--upstream", live.url("notes", HTTP), "--listen", "127.0.0.1:0"])
+    RawClient(recorder.wait_for(r"tapes: recording (http://\S+)")[1]).run(SCENARIOS["notes"], eager_get=True)
+    assert recorder.stop(signal.SIGINT) == 0
+    frames = load(tape).frames
+    get = next(f.seq for f in frames if f.kind is Kind.HTTP_REQUEST and f.info["method"] == "GET")
+    initialized = next(f.channel for f in frames if f.message and f.message.get("method") == "notifications/initialized")
+    accepted = next(f.seq for f in frames if f.channel == initialized and f.kind is Kind.HTTP_RESPONSE)
+    assert get < accepted
+
+    replayed = replay("ts", "notes", HTTP, tape)
+    assert replayed.result == baseline("ts", HTTP, "notes")
+    assert replayed.exit_code == 0, replayed.summary

@@ -236,8 +236,9 @@ def _inspector(scenario: str, transport: str, target: list[str] | str) -> dict[s
 class RawClient:
     """A minimal Streamable HTTP client, strictly sequential: every POST's whole answer is read
     before the next POST, and the standalone GET stream is opened only once the server accepted
-    `notifications/initialized` (as the TypeScript SDK does). It reports the results of its
-    requests, and what arrived on the GET stream."""
+    `notifications/initialized` (as the TypeScript SDK does; `run(eager_get=True)` opens it
+    before, as the Python SDK may). It reports the results of its requests; what arrived on the
+    GET stream is kept in `on_get`."""
 
     VERSION = "2025-11-25"
 
@@ -249,24 +250,39 @@ class RawClient:
         self.next_id = 0
         self.on_get: list[Any] = []
 
-    def run(self, steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def run(self, steps: Sequence[dict[str, Any]], *, eager_get: bool = False) -> dict[str, Any]:
+        """Run `steps`; with `eager_get` the GET stream is opened right after the initialize
+        result, before `notifications/initialized` is sent (as the Python SDK may do)."""
         try:
+            if eager_get:
+                init = self.request("initialize", self.initialize_params())["result"]
+                with self.get_stream():
+                    self.initialized()
+                    return self.steps(init, steps)
             init = self.open()
             with self.get_stream():
-                out = {"session": {"server": init["serverInfo"]}, "steps": []}
-                for step in steps:
-                    out["steps"].append({"method": step["method"], "result": self.step(step)})
-            return stable(out)
+                return self.steps(init, steps)
         finally:
             self.http.close()
 
-    def open(self) -> dict[str, Any]:
-        """initialize, then notifications/initialized; the initialize result."""
-        init = self.request("initialize", {"protocolVersion": self.VERSION, "capabilities": {},
-                                           "clientInfo": {"name": self.name, "version": "1.0.0"}})
-        assert "result" in init, init["error"]["message"]
+    def steps(self, init: dict[str, Any], steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        out = {"session": {"server": init["serverInfo"]}, "steps": []}
+        for step in steps:
+            out["steps"].append({"method": step["method"], "result": self.step(step)})
+        return stable(out)
+
+    def initialize_params(self) -> dict[str, Any]:
+        return {"protocolVersion": self.VERSION, "capabilities": {}, "clientInfo": {"name": self.name, "version": "1.0.0"}}
+
+    def initialized(self) -> None:
         accepted = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
         assert accepted.status_code == 202, f"initialized got {accepted.status_code}: {accepted.text}"
+
+    def open(self) -> dict[str, Any]:
+        """initialize, then notifications/initialized; the initialize result."""
+        init = self.request("initialize", self.initialize_params())
+        assert "result" in init, init["error"]["message"]
+        self.initialized()
         return init["result"]
 
     def step(self, step: dict[str, Any]) -> Any:
