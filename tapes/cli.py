@@ -124,7 +124,7 @@ def record(
 )
 @click.option("--http", "over_http", is_flag=True, help="Be the recorded server over HTTP instead of stdio.")
 @click.option("--listen", metavar="HOST:PORT", help="Where --http listens (default 127.0.0.1:8080).")
-@click.option("--allow-origin", "allowed_hosts", multiple=True, metavar="HOST", help="Also accept this Origin host.")
+@click.option("--allow-origin", "allowed_hosts", multiple=True, metavar="HOST", help="Also accept this host in Origin and Host headers.")
 @click.option("--drop-after", multiple=True, metavar="CHANNEL:N", help="Cut the connection after event N (http:9:2).")
 @click.option("--delay", multiple=True, metavar="CHANNEL:N:SECONDS", help="Wait before sending event N.")
 @click.option("--malformed", multiple=True, metavar="CHANNEL:N", help="Send a malformed event after event N.")
