@@ -224,12 +224,26 @@ def show(cassette: str, width: int | None) -> None:
 
 @main.command("export")
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="JSON Lines file to write.")
-def export_jsonl(cassette: str, output: str) -> None:
-    """Convert a cassette to its JSON Lines twin (for review in git)."""
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write (- for stdout, with --format har).")
+@click.option("--format", "output_format", type=click.Choice(["jsonl", "har"]), default="jsonl", show_default=True,
+              help="jsonl: the cassette's JSON Lines twin (for review in git); har: an HTTP cassette as HAR 1.2.")
+def export(cassette: str, output: str, output_format: str) -> None:
+    """Convert a cassette to its JSON Lines twin, or an HTTP cassette to a HAR 1.2 log."""
     from tapes.cassette.store import load, save
 
-    save(load(cassette), output, jsonl=True)
+    if output_format == "jsonl":
+        if output == "-":
+            raise UserError("-o - (stdout) is for --format har; a JSON Lines cassette needs a file name")
+        save(load(cassette), output, jsonl=True)
+        return
+    import json
+
+    from tapes.render.har import to_har
+
+    text = json.dumps(to_har(load(cassette), cassette), indent=1, ensure_ascii=False)
+    with click.open_file(output, "w", encoding="utf-8") as out:
+        out.write(text + "\n")
 
 
 @main.command("import")
