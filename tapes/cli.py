@@ -367,8 +367,12 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
 
 @main.command()
 @click.argument("cassettes", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def lint(cassettes: tuple[str, ...], output_format: str) -> None:
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text",
+              show_default=True, help="github: workflow annotations; sarif: SARIF 2.1.0 (code scanning).")
+@click.option("--security", is_flag=True, help="Also check the tool, prompt and resource surface and look for secrets.")
+@click.option("--baseline", type=click.Path(dir_okay=False),
+              help="With --security: report tools whose description or input schema changed since this cassette.")
+def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baseline: str | None) -> None:
     """Check cassettes against the rules of their negotiated protocol version (exit 0 clean, 1 findings, 2 error)."""
     import json
 
@@ -376,16 +380,36 @@ def lint(cassettes: tuple[str, ...], output_format: str) -> None:
     from tapes.analysis.lint import lint as lint_cassette
     from tapes.cassette.store import load
 
+    if baseline and not security:
+        raise UserError("--baseline only applies with --security")
+    rules = dict(RULES)
+    old = None
+    if security:
+        from tapes.analysis.security import SECURITY_RULES, security_lint
+
+        rules |= SECURITY_RULES
+        old = load(baseline) if baseline else None
     results = {}
     for path in cassettes:
         cassette = load(path)
-        results[path] = (cassette.protocol_version, lint_cassette(cassette))
-    if output_format == "json":
-        click.echo(json.dumps({path: {"protocol": era, "findings": [{"frame": f.seq, "rule": f.rule, "message": f.message,
-                                                                      "rule_text": RULES[f.rule]} for f in findings]}
-                               for path, (era, findings) in results.items()}, indent=2, ensure_ascii=False, default=str))
+        findings = lint_cassette(cassette) + (security_lint(cassette, old) if security else [])
+        results[path] = (cassette, sorted(findings, key=lambda finding: (finding.seq, finding.rule)))
+    if output_format in ("github", "sarif"):
+        from tapes.analysis.report import github_annotations, sarif
+
+        located = {path: (cassette.frames, findings) for path, (cassette, findings) in results.items()}
+        if output_format == "github":
+            click.echo("\n".join(github_annotations(located, rules)))
+        else:
+            click.echo(json.dumps(sarif(located, rules), indent=2, ensure_ascii=False))
+    elif output_format == "json":
+        click.echo(json.dumps({path: {"protocol": cassette.protocol_version,
+                                      "findings": [{"frame": f.seq, "rule": f.rule, "message": f.message,
+                                                    "rule_text": rules[f.rule]} for f in findings]}
+                               for path, (cassette, findings) in results.items()}, indent=2, ensure_ascii=False, default=str))
     else:
-        for path, (era, findings) in results.items():
+        for path, (cassette, findings) in results.items():
+            era = cassette.protocol_version
             click.echo(f"{path} ({era or 'unknown protocol'}): {len(findings) or 'no'} finding{'s' * (len(findings) != 1)}")
             for finding in findings:
                 click.echo(f"  {finding.describe()}")
