@@ -198,7 +198,10 @@ def replay(
         plan = None
         if new_episodes:
             plan = NewEpisodes(list(server_command), Path(cassette), record_flags)
-        sys.exit(replay_stdio(load(cassette), strict=not allow_unmatched, control=control, report_path=report_path,
+        loaded = load(cassette)
+        if loaded.header.transport != "stdio":
+            raise UserError(f"{cassette} was recorded over HTTP: replay it with --http (and point the client at the URL it prints)")
+        sys.exit(replay_stdio(loaded, strict=not allow_unmatched, control=control, report_path=report_path,
                               new_episodes=plan))
     from replayer.http import ReplayOptions, replay_http
     from tapes.replay.streams import Faults

@@ -9,6 +9,11 @@ under test a replaying (or recording) MCP server. A composition root, like the C
     def test_forecast_http(tape_url):        # the URL of an in-process HTTP replayer
         ...
 
+Markers merge like pytest-recording's: a module's `pytestmark = pytest.mark.tape(...)`, a class's
+and a test's own are combined, the closer one winning per argument (`ignore` lists add up), over
+the `tape_config` fixture (override it in a conftest.py for a suite's defaults) and
+`[tool.tapes]`. An argument the marker does not know fails the test by name.
+
 Record modes (`--tape-record-mode`, ini `tape_record_mode`, `[tool.tapes] record-mode`):
 `none` replays only and fails on a missing cassette; `once` records when the cassette is
 missing and replays otherwise; `new_episodes` replays what the cassette has and, at the first
@@ -20,6 +25,7 @@ environment variable is set, `once` otherwise.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -33,12 +39,15 @@ from typing import Any
 import pytest
 
 from recorder.process import TAPES
+from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.store import load
 from tapes.config import Config, load_config
+from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 
 RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
+MARKER_ARGUMENTS = ("server", "upstream", "before_record", *_CONTROL_OPTIONS, "freeze_time", "fail_on_unused")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -124,12 +133,15 @@ def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
     return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}.tape"
 
 
-def _control(marker: pytest.Mark, settings: Config) -> tuple[ReplayControl, list[str]]:
-    """The replay control the marker and [tool.tapes] ask for, and the same as `tapes replay` flags."""
+def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, list[str]]:
+    """The replay control the markers and [tool.tapes] ask for, and the same as `tapes replay` flags."""
     values = settings.control_settings()
-    values.update({name: marker.kwargs[name] for name in _CONTROL_OPTIONS if marker.kwargs.get(name) is not None})
-    values["ignore"] = (*settings.ignore, *marker.kwargs.get("ignore", ()))
-    control = ReplayControl.build(**values)  # a bad name fails here, in the test's setup, not in the replayer
+    values.update({name: asked[name] for name in _CONTROL_OPTIONS if asked.get(name) is not None})
+    values["ignore"] = (*settings.ignore, *asked.get("ignore", ()))
+    try:
+        control = ReplayControl.build(**values)  # a bad name fails here, in the test's setup, not in the replayer
+    except UserError as error:
+        pytest.fail(f"tape marker: {error}", pytrace=False)
     flags = []
     for name in ("match", "race", "repeats", "timing"):
         flags += [f"--{name}", str(values[name])]
@@ -139,30 +151,65 @@ def _control(marker: pytest.Mark, settings: Config) -> tuple[ReplayControl, list
 
 
 @pytest.fixture
-def tape(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tape]:
-    marker = request.node.get_closest_marker("tape")
-    if marker is None:
+def tape_config() -> dict[str, Any]:
+    """A suite's default marker arguments (override this fixture in a conftest.py); markers win."""
+    return {}
+
+
+def _merged(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The cassette path and the arguments of every tape marker on the test, module's first and
+    the test's own last; a closer marker wins per argument, `ignore` lists add up."""
+    markers = list(request.node.iter_markers("tape"))  # closest first
+    if not markers:
         pytest.fail("the tape fixtures need a @pytest.mark.tape(...) marker on the test", pytrace=False)
+    path = next((marker.args[0] for marker in markers if marker.args), None)
+    asked: dict[str, Any] = {}
+    for source in [defaults, *(marker.kwargs for marker in reversed(markers))]:
+        for name, value in source.items():
+            if name not in MARKER_ARGUMENTS:
+                close = difflib.get_close_matches(name, MARKER_ARGUMENTS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                pytest.fail(f"tape marker: unknown argument {name!r}{hint}; it takes {', '.join(MARKER_ARGUMENTS)}",
+                            pytrace=False)
+            asked[name] = (*asked.get("ignore", ()), *value) if name == "ignore" else value
+    return path, asked
+
+
+@pytest.fixture
+def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, Any]) -> Iterator[Tape]:
+    given_path, asked = _merged(request, tape_config)
     settings = load_config(request.path.parent)
     mode = _record_mode(request.config, settings)
-    path = request.path.parent / marker.args[0] if marker.args else _default_path(request, settings)
+    path = request.path.parent / given_path if given_path else _default_path(request, settings)
     if mode == "rewrite" and path.exists():
         path.unlink()
     if mode == "none" and not path.exists():
         pytest.fail(f"cassette {path} is missing and the record mode is none (record it with "
                     "--tape-record-mode=once)", pytrace=False)
     recording = mode in ("all", "rewrite") or not path.exists()
-    if recording:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    hook = marker.kwargs.get("before_record") or settings.before_record
-    handle = Tape(path, mode, recording, marker.kwargs.get("server"), marker.kwargs.get("upstream"),
-                  ["--before-record", hook] if hook else [], *_control(marker, settings),
-                  tmp_path / "tape-report.json", bool(marker.kwargs.get("fail_on_unused")))
+    if recording and (problem := _unwritable(path)):
+        pytest.fail(f"cannot record {path}: {problem}", pytrace=False)
+    hook = asked.get("before_record") or settings.before_record
+    handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
+                  ["--before-record", hook] if hook else [], *_control(asked, settings),
+                  tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
     with ExitStack() as stack:
-        if marker.kwargs.get("freeze_time") and not recording:
+        if asked.get("freeze_time") and not recording:
             stack.enter_context(_frozen_at_recording(path))
         yield handle
     _finish(request, handle)
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a cassette cannot be written at `path` (its folder is made if missing); None if it can."""
+    probe = path.with_name(path.name + ".probe")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def _frozen_at_recording(path: Path) -> Any:
@@ -177,11 +224,16 @@ def _frozen_at_recording(path: Path) -> Any:
 def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
     passed = request.node.stash.get(_PASSED, False)
     if handle.recording:
-        if handle.writing_to != handle.path and handle.writing_to.exists():
-            if passed:
-                shutil.move(handle.writing_to, handle.path)
-            else:
-                handle.writing_to.unlink()  # `all` keeps the old cassette when the test failed
+        if not handle.writing_to.exists():
+            return
+        unreachable = handle.upstream is not None and _upstream_failed(handle.writing_to)
+        if not passed or unreachable:
+            handle.writing_to.unlink()  # a failed recording is not kept: the next run records again
+            if unreachable:
+                pytest.fail(f"upstream unreachable at {handle.upstream}: nothing was recorded to {handle.path}",
+                            pytrace=False)
+        elif handle.writing_to != handle.path:
+            shutil.move(handle.writing_to, handle.path)
         return
     report = handle.report
     if report is None or not passed:
@@ -193,9 +245,25 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
         pytest.fail(f"replay of {handle.path} did not go as recorded:\n  " + "\n  ".join(problems), pytrace=False)
 
 
+def _upstream_failed(recording: Path) -> bool:
+    """Whether the recorder could not reach the upstream on an exchange of the recording."""
+    try:
+        frames = load(recording).frames
+    except UserError:
+        return False
+    return any(frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "upstream_error" for frame in frames)
+
+
 @pytest.fixture
 def tape_server(tape: Tape) -> list[str]:
     """argv of the stdio server the code under test should launch (replaying or recording)."""
+    if not tape.recording:
+        try:
+            transport = load(tape.path).header.transport
+        except UserError as error:
+            pytest.fail(str(error), pytrace=False)
+        if transport != STDIO:
+            pytest.fail(f"{tape.path} was recorded over HTTP: use the tape_url fixture to replay it", pytrace=False)
     return tape.server_command()
 
 
@@ -226,7 +294,6 @@ def tape_url(tape: Tape) -> Iterator[str]:
 def _http_recorder(output: Path, upstream: str, flags: list[str]) -> Iterator[str]:
     """`tapes record --upstream` on a free port while the block runs; yields where the client goes."""
     from recorder.process import HttpRecorderProcess
-    from tapes.errors import UserError
 
     try:
         recorder = HttpRecorderProcess(output, upstream, flags)

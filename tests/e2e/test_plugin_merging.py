@@ -1,0 +1,132 @@
+"""The tape marker as a suite uses it: markers merged from module to class to test over the
+`tape_config` fixture, unknown arguments refused by name, user mistakes in one line, failed
+recordings not kept, and the wrong fixture for a cassette's transport said plainly. The code
+under test is the official SDK client against the bundled weather server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
+
+CLIENT = '''
+import anyio, pytest
+from mcp import Client, StdioServerParameters
+
+async def forecast_twice(server, city):
+    async with Client(StdioServerParameters(command=server[0], args=server[1:]), mode="legacy", cache=None) as client:
+        first = await client.call_tool("get_forecast", {"city": city})
+        again = await client.call_tool("get_forecast", {"city": city})
+    return first.content[0].text, again.content[0].text
+'''
+
+
+def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_weather=CLIENT + source)
+    pytester._monkeypatch.delenv("CI", raising=False)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def test_module_class_and_test_markers_merge_the_closest_winning(pytester: pytest.Pytester) -> None:
+    # The module names the server; the test adds repeats="allow" (its recording asks once, the
+    # replay asks twice). Without merging the test's marker would have no server to record with.
+    source = f'''
+pytestmark = pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, repeats="in-order")
+
+class TestForecast:
+    pytestmark = pytest.mark.tape(fail_on_unused=False)
+
+    @pytest.mark.tape(repeats="allow")
+    def test_forecast(self, tape_server, tape):
+        first, again = anyio.run(forecast_twice, tape_server, "Paris")
+        assert first == again and first.startswith("Paris")
+'''
+    run(pytester, source, "--tape-record-mode=once").assert_outcomes(passed=1)
+    replayed = run(pytester, source, "--tape-record-mode=none")
+    replayed.assert_outcomes(passed=1)
+
+
+def test_tape_config_gives_defaults_that_markers_override(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(f'''
+import pytest
+
+@pytest.fixture
+def tape_config():
+    return {{"server": {WEATHER!r}, "repeats": "strict-order"}}
+''')
+    source = '''
+@pytest.mark.tape("cassettes/weather.tape", repeats="allow")
+def test_forecast(tape_server, tape):
+    first, again = anyio.run(forecast_twice, tape_server, "Lyon")
+    assert first == again
+'''
+    run(pytester, source, "--tape-record-mode=once").assert_outcomes(passed=1)
+    run(pytester, source, "--tape-record-mode=none").assert_outcomes(passed=1)
+
+
+def test_an_unknown_marker_argument_is_refused_by_name(pytester: pytest.Pytester) -> None:
+    source = f'''
+@pytest.mark.tape("cassettes/weather.tape", sever={WEATHER!r})
+def test_forecast(tape_server):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*tape marker: unknown argument 'sever' (did you mean 'server'?)*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(("marker", "expected"), [
+    (f'"cassettes/weather.tape", server={WEATHER!r}, match="no-such-matcher"', "*tape marker: *no-such-matcher*"),
+    (f'"/proc/no/such/dir/weather.tape", server={WEATHER!r}', "*cannot record /proc/no/such/dir/weather.tape*"),
+])
+def test_user_mistakes_are_one_line(pytester: pytest.Pytester, marker: str, expected: str) -> None:
+    source = f'''
+@pytest.mark.tape({marker})
+def test_forecast(tape_server):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([expected])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_recording_whose_test_failed_is_not_kept_under_once(pytester: pytest.Pytester) -> None:
+    source = f'''
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r})
+def test_forecast(tape_server):
+    first, _ = anyio.run(forecast_twice, tape_server, "Paris")
+    assert first.startswith("Nowhere")
+'''
+    run(pytester, source, "--tape-record-mode=once").assert_outcomes(failed=1)
+    assert not (pytester.path / "cassettes" / "weather.tape").exists()
+
+
+def test_an_unreachable_upstream_is_said_and_nothing_is_kept(pytester: pytest.Pytester) -> None:
+    source = '''
+import httpx
+
+@pytest.mark.tape("cassettes/remote.tape", upstream="http://127.0.0.1:9/mcp")
+def test_remote(tape_url):
+    httpx.post(tape_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10)
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.stdout.fnmatch_lines(["*upstream unreachable at http://127.0.0.1:9/mcp*"])
+    assert not (pytester.path / "cassettes" / "remote.tape").exists()
+
+
+def test_an_http_cassette_with_the_stdio_fixture_says_which_fixture_to_use(pytester: pytest.Pytester) -> None:
+    http_cassette = ROOT / "cassettes" / "everything-http-2025-11-25.tape"
+    source = f'''
+@pytest.mark.tape({str(http_cassette)!r})
+def test_it(tape_server):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*was recorded over HTTP: use the tape_url fixture*"])
