@@ -400,7 +400,8 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
     if output_format in ("github", "sarif"):
         from tapes.analysis.report import github_annotations, sarif
 
-        located = {path: (cassette.frames, findings) for path, (cassette, findings) in results.items()}
+        located = {path: (cassette.frames, findings, Path(path).read_bytes()[:1] == b"{")  # JSON Lines: lines
+                   for path, (cassette, findings) in results.items()}
         if output_format == "github":
             click.echo("\n".join(github_annotations(located, rules)))
         else:

@@ -2,6 +2,7 @@
 
 A finding points at a frame; in a JSON Lines cassette that frame is a line of the file (the
 header is line 1), so the annotation lands on it. In a msgpack cassette it points at the file.
+The caller says which files are JSON Lines (the content decides, not the name).
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # Secrets and rug pulls are errors; the rest asks for a look.
 ERROR_RULES = frozenset({"secret", "description-changed", "schema-changed"})
 
-Located = dict[str, tuple[list[Frame], list[Finding]]]  # path -> (its frames, its findings)
+# path -> (its frames, its findings, whether it is JSON Lines)
+Located = dict[str, tuple[list[Frame], list[Finding], bool]]
 
 
-def _lines(path: str, frames: list[Frame]) -> dict[int, int]:
+def _lines(frames: list[Frame], jsonl: bool) -> dict[int, int]:
     """seq -> line of the file, for a JSON Lines cassette (one frame a line after the header)."""
-    if not path.endswith(".jsonl"):
-        return {}
-    return {frame.seq: index + 2 for index, frame in enumerate(frames)}
+    return {frame.seq: index + 2 for index, frame in enumerate(frames)} if jsonl else {}
 
 
 def _level(rule: str) -> str:
@@ -38,8 +38,8 @@ def _escape(text: str, *, property_value: bool = False) -> str:
 def github_annotations(located: Located, rules: dict[str, str]) -> list[str]:
     """One `::warning file=...::` (or `::error`) workflow command per finding."""
     commands = []
-    for path, (frames, findings) in located.items():
-        lines = _lines(path, frames)
+    for path, (frames, findings, jsonl) in located.items():
+        lines = _lines(frames, jsonl)
         for finding in findings:
             properties = [f"file={_escape(path, property_value=True)}"]
             if finding.seq in lines:
@@ -52,11 +52,11 @@ def github_annotations(located: Located, rules: dict[str, str]) -> list[str]:
 
 def sarif(located: Located, rules: dict[str, str]) -> dict[str, Any]:
     """A SARIF 2.1.0 log with one run: the rules that fired and one result per finding."""
-    fired = sorted({finding.rule for _, findings in located.values() for finding in findings})
+    fired = sorted({finding.rule for _, findings, _ in located.values() for finding in findings})
     index = {rule: position for position, rule in enumerate(fired)}
     results = []
-    for path, (frames, findings) in located.items():
-        lines = _lines(path, frames)
+    for path, (frames, findings, jsonl) in located.items():
+        lines = _lines(frames, jsonl)
         for finding in findings:
             location: dict[str, Any] = {"artifactLocation": {"uri": path}}
             if finding.seq in lines:

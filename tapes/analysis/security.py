@@ -157,8 +157,8 @@ def security_lint(cassette: Cassette, baseline: Cassette | None = None) -> list[
 def _description_findings(entries: list[Entry]) -> Iterator[Finding]:
     for entry in entries:
         for where, text in entry.texts():
-            if found := _MODEL_INSTRUCTIONS.search(text):
-                yield Finding(entry.seq, "model-instructions", f"{entry.label} {where}: {_quote(found[0])}")
+            if orders := [_quote(found[0]) for found in _MODEL_INSTRUCTIONS.finditer(text)]:
+                yield Finding(entry.seq, "model-instructions", f"{entry.label} {where}: {', '.join(orders)}")
             if found := _INSTRUCTION_TAG.search(text):
                 yield Finding(entry.seq, "instruction-tag", f"{entry.label} {where}: {_quote(found[0])}")
             if hidden := _invisible(text):
