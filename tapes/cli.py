@@ -249,6 +249,39 @@ def export(cassette: str, output: str, output_format: str) -> None:
         out.write(text + "\n")
 
 
+@main.command()
+@click.argument("cassette", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Cassette to write (NAME.jsonl: JSON Lines; otherwise msgpack). May be CASSETTE itself.")
+@click.option("--redact-header", "redact_headers", multiple=True, metavar="NAME", help="Also redact this header.")
+@click.option(
+    "--redact-path", "redact_paths", multiple=True, metavar="PATH", help="Redact this JSON path in messages (a.b.*.c)."
+)
+@click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function too.")
+def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_paths: tuple[str, ...],
+           before_record: str | None) -> None:
+    """Apply the default redaction rules (and these) to a recorded cassette; list what was replaced."""
+    import os
+
+    from tapes.cassette.post_redact import redact_cassette
+    from tapes.cassette.redact import RedactionRuleError, RedactionRules, Redactor
+    from tapes.cassette.scrub import load_hook
+    from tapes.cassette.store import load, save
+
+    try:
+        rules = RedactionRules.default(redact_headers, redact_paths)
+    except RedactionRuleError as error:
+        raise UserError(str(error)) from None
+    hook = load_hook(before_record) if before_record else None
+    redacted, replaced = redact_cassette(load(cassette), Redactor(rules), hook)
+    scratch = f"{output}.tmp"  # written beside, then renamed: -o CASSETTE never leaves half a file
+    save(redacted, scratch, jsonl=output.endswith(".jsonl"))
+    os.replace(scratch, output)
+    click.echo(f"tapes redact: wrote {output}" + ("" if replaced else " (nothing to replace)"))
+    for entry in replaced:
+        click.echo(f"  {entry.describe()}")
+
+
 @main.command("import")
 @click.argument("jsonl", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
