@@ -62,6 +62,8 @@ def main() -> None:
     "bundle (certifi), e.g. for a self-signed or internal CA. Verification stays on.",
 )
 @click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function first.")
+@click.option("--script", type=click.Path(exists=True, dir_okay=False),
+              help="Drive the server with the SDK client through the steps of this YAML/JSON file (no client needed).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(
     output: str,
@@ -74,6 +76,7 @@ def record(
     ca_dir: str,
     upstream_ca: str | None,
     before_record: str | None,
+    script: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Record a session into a cassette.
@@ -82,9 +85,21 @@ def record(
     stdio:  tapes record -o FILE -- SERVER COMMAND...   (where the client expects the server command)
     HTTP:   tapes record -o FILE --upstream URL [--listen HOST:PORT]   (point the client at the proxy)
             tapes record -o FILE --proxy [--listen HOST:PORT]          (a forward proxy)
+    Scripted (the SDK client runs FILE's steps):
+            tapes record --script FILE -o OUT -- SERVER COMMAND...  |  --upstream URL
     """
     if sum((bool(command), upstream is not None, proxy)) != 1:
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
+    if script is not None:
+        if proxy:
+            raise UserError("--script drives a server command (after --) or --upstream URL, not --proxy")
+        from recorder.script import record_script
+
+        flags = [*(f for name in redact_headers for f in ("--redact-header", name)),
+                 *(f for path in redact_paths for f in ("--redact-path", path)),
+                 *(["--no-redact"] if no_redact else []), *(["--before-record", before_record] if before_record else []),
+                 *(["--upstream-ca", upstream_ca] if upstream_ca else [])]
+        sys.exit(record_script(script, output, flags, command=list(command), upstream=upstream))
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
@@ -314,7 +329,8 @@ def _noise_options(command: Any) -> Any:
                         help="Noise rules to apply (default: all of meta, uuids, timestamps).")(command)
 
 
-def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
+def _emit_diff(report: Any, output_format: str, fail_on: str, accepted: bool = False) -> None:
+    """Print the report and exit with its code (0 when the user accepted the new session)."""
     import json
 
     from rich.console import Console
@@ -327,7 +343,7 @@ def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
         click.echo(markdown(report))
     else:
         print_report(report, Console(soft_wrap=True))
-    sys.exit(report.exit_code(fail_on))
+    sys.exit(0 if accepted else report.exit_code(fail_on))
 
 
 @main.command()
@@ -363,9 +379,11 @@ def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tupl
               help="Seconds to wait for what the next client message depends on.")
 @click.option("--format", "output_format", type=_FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["any", "breaking"]), default="any", show_default=True)
+@click.option("--update", is_flag=True,
+              help="Accept the live session: when it differs, rewrite CASSETTE with it (same format) and exit 0.")
 @_noise_options
 def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: str | None, step_timeout: float,
-           output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+           output_format: str, fail_on: str, update: bool, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
     """Replay a recording's client side against a live server and diff the new session with it.
 
     \b
@@ -398,7 +416,19 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
         else:
             live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
-    _emit_diff(report, output_format, fail_on)
+    accepted = update and report.exit_code("any") != 0
+    if accepted:
+        import os
+
+        from tapes.cassette.store import save
+
+        scratch = f"{cassette}.tmp"  # written beside, then renamed over: never half a cassette
+        save(live, scratch, jsonl=Path(cassette).read_bytes()[:1] == b"{")
+        os.replace(scratch, cassette)
+        click.echo(f"tapes verify: updated {cassette} to the live session", err=True)
+    elif update:
+        click.echo(f"tapes verify: {cassette} already matches the live session; left as it is", err=True)
+    _emit_diff(report, output_format, fail_on, accepted)
 
 
 @main.command()
