@@ -499,15 +499,46 @@ def _error(status: int, message: str, allow: _Session | None = None) -> Response
 
 class _Server(uvicorn.Server):
     """uvicorn, ending the replayer's open streams first when it shuts down (it would otherwise
-    wait for them: a GET stream never ends by itself)."""
+    wait for them: a GET stream never ends by itself), and stopping as soon as it is asked to
+    (uvicorn looks for that ten times a second; a test suite pays it on every test)."""
 
     def __init__(self, replayer: HttpReplayer, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.replayer = replayer
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 10) % 864000  # a tick a second: on_tick refreshes the Date header every 10
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0)
+
+    def stop_soon(self) -> None:
+        """Ask the server to stop, from any thread."""
+        self.should_exit = True
+        if self._loop is not None and self._wake is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown (no lifespan here), with its fixed 0.1 s pauses turned into a short
+        poll: every replayed stream is ended first, so connections close at once."""
         await self.replayer.close()
-        await super().shutdown(sockets)
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        deadline = asyncio.get_running_loop().time() + (self.config.timeout_graceful_shutdown or 5.0)
+        while (self.server_state.connections or self.server_state.tasks) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.002)
+        for task in self.server_state.tasks:
+            task.cancel()
+        for server in self.servers:
+            await server.wait_closed()
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
@@ -553,7 +584,7 @@ class ReplayServer:
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
+        self._server.stop_soon()
         self._thread.join(timeout=10)
         self._socket.close()
         self.replayer.add_new_episodes()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from tapes import __version__
+from tapes.config import RECORD_MODES
 from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats
 
@@ -151,8 +152,12 @@ def record(
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary as JSON.")
 @click.option("--new-episodes", is_flag=True, help="On the first miss, hand the session to the real server "
               "(-- COMMAND, or --upstream URL with --http) and add what it says to the cassette.")
-@click.option("--upstream", metavar="URL", help="With --http --new-episodes: the real server.")
-@click.option("--before-record", metavar="MODULE:FUNCTION", help="With --new-episodes: pass new frames through this function.")
+@click.option("--upstream", metavar="URL", help="With --http: the real server, for --new-episodes or --record-mode.")
+@click.option("--before-record", metavar="MODULE:FUNCTION", help="When recording: pass new frames through this function.")
+@click.option("--record-mode", type=click.Choice(RECORD_MODES), envvar="TAPES_RECORD_MODE", show_envvar=True,
+              help="As the pytest plugin's: none replays only; once records (through the real server: -- COMMAND, "
+              "or --upstream URL with --http) when the cassette is missing, else replays; new_episodes is "
+              "--new-episodes; all (or rewrite) always records.")
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def replay(
     cassette: str,
@@ -173,6 +178,7 @@ def replay(
     new_episodes: bool,
     upstream: str | None,
     before_record: str | None,
+    record_mode: str | None,
     server_command: tuple[str, ...],
 ) -> None:
     """Be the recorded server: on stdin/stdout, or over HTTP with --http (Ctrl-C ends it).
@@ -182,6 +188,7 @@ def replay(
     HTTP:   tapes replay FILE --http [--listen HOST:PORT]   (point the client at the printed URL)
     New episodes:  tapes replay FILE --new-episodes -- python server.py
                    tapes replay FILE --http --new-episodes --upstream http://127.0.0.1:3001/mcp
+    Record modes:  tapes replay FILE --record-mode once -- python server.py   (or TAPES_RECORD_MODE=once)
     Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
     """
     from tapes.cassette.store import load
@@ -197,6 +204,16 @@ def replay(
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
+    new_episodes = new_episodes or record_mode == "new_episodes"
+    if record_mode in ("once", "all", "rewrite"):
+        if not real_server or (over_http and server_command):
+            raise UserError(f"--record-mode {record_mode} needs the real server: its command after -- (stdio) or "
+                            "--upstream URL (--http)")
+        if record_mode != "once" or not Path(cassette).exists():
+            _record_in_place_of_replay(cassette, upstream if over_http else None, list(server_command), listen,
+                                       before_record)
+        real_server = None  # the cassette exists: replay it, the real server stays unused
+        upstream, server_command = None, ()
     if new_episodes != bool(real_server) or (over_http and server_command):
         raise UserError("--new-episodes needs the real server: its command after -- (stdio) or --upstream URL "
                         "(--http), and neither applies without --new-episodes")
@@ -227,6 +244,26 @@ def replay(
     if upstream:
         options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
     sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
+
+
+def _record_in_place_of_replay(cassette: str, upstream: str | None, command: list[str], listen: str | None,
+                               before_record: str | None) -> NoReturn:
+    """`tapes replay --record-mode once|all` with a cassette to (re)make: record it instead, as
+    `tapes record` would, where the replay would have served."""
+    from tapes.cassette.scrub import load_hook
+    from tapes.config import load_config
+
+    hook_spec = before_record or load_config().before_record
+    hook = load_hook(hook_spec) if hook_spec else None
+    if upstream is None:
+        from recorder.stdio import record_stdio
+
+        sys.exit(record_stdio(command, cassette, before_record=hook))
+    from recorder.http import record_http
+    from tapes.cassette.redact import RedactionRules
+
+    sys.exit(record_http(cassette, upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
+                         rules=RedactionRules.default(), before_record=hook))
 
 
 @main.command()

@@ -9,6 +9,9 @@ from typing import Any
 
 from tapes.errors import UserError
 
+RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
+"""What a test run (the pytest plugin) or a replay (`tapes replay --record-mode`) does about recording."""
+
 
 @dataclass(frozen=True)
 class Config:

@@ -9,6 +9,10 @@ under test a replaying (or recording) MCP server. A composition root, like the C
     def test_forecast_http(tape_url):        # the URL of an in-process HTTP replayer
         ...
 
+    @pytest.mark.tape(server=["python", "weather.py"])
+    async def test_forecast_fast(tape_transport):   # for the Python SDK: Client(tape_transport)
+        ...
+
 Markers merge like pytest-recording's: a module's `pytestmark = pytest.mark.tape(...)`, a class's
 and a test's own are combined, the closer one winning per argument (`ignore` lists add up), over
 the `tape_config` fixture (override it in a conftest.py for a suite's defaults) and
@@ -41,11 +45,10 @@ import pytest
 from recorder.process import TAPES
 from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.store import load
-from tapes.config import Config, load_config
+from tapes.config import RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 
-RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing")
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", *_CONTROL_OPTIONS, "freeze_time", "fail_on_unused")
 
@@ -265,6 +268,24 @@ def tape_server(tape: Tape) -> list[str]:
         if transport != STDIO:
             pytest.fail(f"{tape.path} was recorded over HTTP: use the tape_url fixture to replay it", pytrace=False)
     return tape.server_command()
+
+
+@pytest.fixture
+def tape_transport(tape: Tape) -> Any:
+    """What to hand the official Python SDK's `Client(...)`: when replaying, an in-memory transport
+    whose other end is the replay engine (no process, no socket: the cheapest replay); when
+    recording, the stdio server parameters of `tapes record` around the marker's server."""
+    if tape.recording or tape.mode == "new_episodes":
+        from mcp import StdioServerParameters
+
+        command = tape.server_command()
+        return StdioServerParameters(command=command[0], args=command[1:])
+    from replayer.memory import ReplayTransport
+
+    try:
+        return ReplayTransport(load(tape.path), tape.control, tape.report_path)
+    except UserError as error:
+        pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture

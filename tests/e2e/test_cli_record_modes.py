@@ -1,0 +1,112 @@
+"""`tapes replay --record-mode` (and TAPES_RECORD_MODE): the plugin's record modes for clients in
+any language, which put `tapes replay` where they expect the server command or URL. Driven here by
+the official Python SDK client over stdio and Streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+import tapes
+
+ROOT = Path(__file__).resolve().parents[2]
+WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
+NOTES = [sys.executable, str(ROOT / "tests" / "servers" / "notes_server.py")]
+
+
+async def forecast(server: StdioServerParameters | str) -> str:
+    async with Client(server, mode="legacy", cache=None) as client:
+        return (await client.call_tool("get_forecast", {"city": "Paris"})).content[0].text
+
+
+def stdio(cassette: Path, *flags: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "tapes", "replay", str(cassette), *flags, "--", *WEATHER],
+                                 env={**os.environ, **(env or {})})
+
+
+def test_once_records_a_missing_cassette_then_replays_it(tmp_path: Path) -> None:
+    cassette = tmp_path / "weather.tape"
+    live = anyio.run(forecast, stdio(cassette, "--record-mode", "once"))
+    recorded = tapes.load(cassette)
+    assert recorded.header.server["command"][-1].endswith("weather_server.py")
+    # the second run replays: the cassette is left as it was
+    assert anyio.run(forecast, stdio(cassette, env={"TAPES_RECORD_MODE": "once"})) == live
+    assert tapes.load(cassette).header.created == recorded.header.created
+
+
+def test_all_records_every_time(tmp_path: Path) -> None:
+    cassette = tmp_path / "weather.tape"
+    anyio.run(forecast, stdio(cassette, "--record-mode", "once"))
+    first = tapes.load(cassette).header.created
+    time.sleep(0.01)
+    anyio.run(forecast, stdio(cassette, "--record-mode", "all"))
+    assert tapes.load(cassette).header.created != first
+
+
+def test_none_with_a_missing_cassette_is_one_sentence(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "tapes", "replay", str(tmp_path / "nothere.tape"), "--record-mode", "none"],
+                         input=b"", capture_output=True, timeout=60)
+    assert run.returncode == 2 and b"no such cassette file" in run.stderr and b"Traceback" not in run.stderr
+
+
+def test_once_over_http_records_through_the_upstream_then_replays(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes-http.tape"
+    server = subprocess.Popen([*NOTES, "--http"], stderr=subprocess.PIPE, text=True)
+    try:
+        upstream = _announced(server)
+        live = _listed_tools_over(cassette, upstream)
+    finally:
+        server.terminate()
+        server.wait()
+    assert tapes.load(cassette).header.transport == "http"
+    assert _listed_tools_over(cassette, upstream) == live  # the upstream is gone: this is the replay
+
+
+def _listed_tools_over(cassette: Path, upstream: str) -> list[str]:
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "tapes", "replay", str(cassette), "--http", "--listen", f"127.0.0.1:{port}",
+                                "--upstream", upstream, "--record-mode", "once"], stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        _wait_until_listening(port)
+
+        async def tools() -> list[str]:
+            async with Client(url, cache=None) as client:
+                return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+        return anyio.run(tools)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _announced(server: subprocess.Popen[str]) -> str:
+    assert server.stderr is not None
+    for line in server.stderr:
+        if "listening on" in line:
+            return line.rsplit(" ", 1)[-1].strip()
+    raise AssertionError("the notes server did not start")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_listening(port: int) -> None:
+    """A TCP probe: an HTTP one would land in the recording."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port}")
