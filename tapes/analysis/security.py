@@ -134,7 +134,8 @@ def surface(cassette: Cassette) -> list[Entry]:
             if not isinstance(result, dict):
                 continue
             for key, kind in _LISTS.items():
-                for item in result.get(key) or () if isinstance(result.get(key), list) else ():
+                listed = result.get(key)
+                for item in listed if isinstance(listed, list) else ():
                     if isinstance(item, dict):
                         name = item.get("name") if kind in ("tool", "prompt") else item.get("uri", item.get("uriTemplate"))
                         entries.append(Entry(kind, str(name), item, frame.seq))
