@@ -161,7 +161,8 @@ class HttpReplayer:
         self._cassette = cassette
         self._faults = FaultPlan(self.options.faults)
         new_episodes = self.options.new_episodes is not None
-        self._sessions = [_Session(recorded, self.options.control, new_episodes) for recorded in split_sessions(cassette.frames)]
+        control = self.options.control.for_cassette(cassette.header)
+        self._sessions = [_Session(recorded, control, new_episodes) for recorded in split_sessions(cassette.frames)]
         self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]

@@ -39,7 +39,7 @@ class ReplayTransport:
     def __init__(self, cassette: Cassette, control: ReplayControl | None = None, report_path: Path | None = None) -> None:
         if cassette.header.transport != STDIO:
             raise UserError("an in-memory replay serves stdio recordings; replay an HTTP cassette with replay_server")
-        self.control = control or ReplayControl()
+        self.control = (control or ReplayControl()).for_cassette(cassette.header)
         self.session = ReplaySession(cassette.frames, self.control)
         self._report_path = report_path
         self._stack: AsyncExitStack | None = None

@@ -177,7 +177,7 @@ def replay_stdio(
     console = stderr_console()
     print_warnings(console, cassette)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    session = ReplaySession(cassette.frames, control, may_hand_over=new_episodes is not None)
+    session = ReplaySession(cassette.frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
     server = _Server(control)
     server.perform(session.start())
     splitter = LineSplitter()

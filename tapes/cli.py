@@ -153,7 +153,8 @@ def record(
 @click.option("--new-episodes", is_flag=True, help="On the first miss, hand the session to the real server "
               "(-- COMMAND, or --upstream URL with --http) and add what it says to the cassette.")
 @click.option("--upstream", metavar="URL", help="With --http: the real server, for --new-episodes or --record-mode.")
-@click.option("--before-record", metavar="MODULE:FUNCTION", help="When recording: pass new frames through this function.")
+@click.option("--before-record", metavar="MODULE:FUNCTION", help="The hook the cassette was scrubbed with: live "
+              "messages pass through it before they are matched, and so do new frames when recording.")
 @click.option("--record-mode", type=click.Choice(RECORD_MODES), envvar="TAPES_RECORD_MODE", show_envvar=True,
               help="As the pytest plugin's: none replays only; once records (through the real server: -- COMMAND, "
               "or --upstream URL with --http) when the cassette is missing, else replays; new_episodes is "
@@ -196,11 +197,12 @@ def replay(
     from tapes.replay.control import ReplayControl
 
     # flags over [tool.tapes] over the defaults
-    settings = load_config().control_settings()
+    config = load_config()
+    settings = config.control_settings()
     given = {"match": match, "race": race, "repeats": repeats, "timing": timing}
     settings.update({name: value for name, value in given.items() if value is not None})
     settings["ignore"] = (*settings["ignore"], *ignore)
-    control = ReplayControl.build(**settings)
+    control = ReplayControl.build(**settings, before_record=before_record or config.before_record)
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
@@ -217,8 +219,6 @@ def replay(
     if new_episodes != bool(real_server) or (over_http and server_command):
         raise UserError("--new-episodes needs the real server: its command after -- (stdio) or --upstream URL "
                         "(--http), and neither applies without --new-episodes")
-    if before_record and not new_episodes:
-        raise UserError("--before-record only applies with --new-episodes")
     from tapes.replay.episodes import NewEpisodes
 
     record_flags = ["--before-record", before_record] if before_record else []

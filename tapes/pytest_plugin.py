@@ -111,7 +111,7 @@ class Tape:
             if not self.server:
                 pytest.fail(f"cannot add new episodes to {self.path}: the tape marker names no server=[...] command",
                             pytrace=False)
-            return [*replay, "--new-episodes", *self.record_flags, "--", *self.server]
+            return [*replay, "--new-episodes", "--", *self.server]  # the replay flags carry the hook
         return replay
 
     @property
@@ -141,8 +141,10 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
     values = settings.control_settings()
     values.update({name: asked[name] for name in _CONTROL_OPTIONS if asked.get(name) is not None})
     values["ignore"] = (*settings.ignore, *asked.get("ignore", ()))
+    hook = asked.get("before_record") or settings.before_record
     try:
-        control = ReplayControl.build(**values)  # a bad name fails here, in the test's setup, not in the replayer
+        # a bad name fails here, in the test's setup, not in the replayer
+        control = ReplayControl.build(**values, before_record=hook)
     except UserError as error:
         pytest.fail(f"tape marker: {error}", pytrace=False)
     flags = []
@@ -150,6 +152,8 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
         flags += [f"--{name}", str(values[name])]
     for pointer in values["ignore"]:
         flags += ["--ignore", pointer]
+    if hook:
+        flags += ["--before-record", hook]
     return control, flags
 
 

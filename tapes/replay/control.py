@@ -1,13 +1,16 @@
-"""How a replay is steered: the matcher, the race and repeats policies and the timing, as one
-value every replayer adapter takes, built from flags, `[tool.tapes]` or a pytest marker."""
+"""How a replay is steered: the matcher, the race and repeats policies, the timing and the
+before-record hook, as one value every replayer adapter takes, built from flags, `[tool.tapes]`
+or a pytest marker."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from tapes.cassette.frames import Frame
+from tapes.cassette.scrub import FrameHook, load_hook
+from tapes.cassette.store import Header
 from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats, ReplayEngine
 from tapes.replay.matching import Matcher, matcher_named
@@ -19,9 +22,19 @@ class ReplayControl:
     race: Race = Race.RECORDED
     repeats: Repeats = Repeats.IN_ORDER
     speed: float | None = None  # None: instant; 1.0: the recorded gaps; 2.0: twice as fast
+    # The before-record hook the cassette was scrubbed with: live messages pass through it before
+    # they are matched, so a scrubbed recording still matches the unscrubbed live session.
+    scrub: FrameHook | None = None
 
     def engine(self, frames: Sequence[Frame], *, remember_played: bool = False) -> ReplayEngine:
         return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played)
+
+    def for_cassette(self, header: Header) -> ReplayControl:
+        """This control, with the matcher also ignoring the request params the cassette's JSON path
+        redaction replaced (their recorded values are placeholders, the live ones are secrets)."""
+        pointers = ["/" + "/".join(path.split(".")[1:]) for rule in header.redaction
+                    if rule.startswith("json:") and (path := rule[len("json:"):]).startswith("params.")]
+        return replace(self, matcher=self.matcher.also_ignoring(pointers)) if pointers else self
 
     def delay(self, gap: float) -> float:
         """Seconds to wait before carrying out an action with this recorded gap."""
@@ -36,10 +49,11 @@ class ReplayControl:
         race: str = Race.RECORDED.value,
         repeats: str = Repeats.IN_ORDER.value,
         timing: str = "instant",
+        before_record: str | None = None,
     ) -> ReplayControl:
         """From user-given names; a bad one is a UserError naming the choices."""
         return cls(matcher_named(match, ignore), _choice(Race, race, "race"), _choice(Repeats, repeats, "repeats"),
-                   parse_timing(timing))
+                   parse_timing(timing), load_hook(before_record) if before_record else None)
 
 
 Choice = TypeVar("Choice", Race, Repeats)

@@ -8,6 +8,7 @@ so replaying thousands of identical-looking requests stays linear.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -93,6 +94,15 @@ class Matcher:
         paths = {method: list(pointers) for method, pointers in VOLATILE_PATHS.items()}
         paths["*"] += ignore
         self._ignore = _parsed(paths)
+
+    def also_ignoring(self, pointers: Iterable[str]) -> Matcher:
+        """This matcher, ignoring `pointers` (into params) as well."""
+        extra = [tokens(pointer) for pointer in pointers]
+        if not extra:
+            return self
+        widened = copy.copy(self)
+        widened._ignore = {**self._ignore, "*": [*self._ignore["*"], *extra]}
+        return widened
 
     def relevant(self, method: str, params: Any) -> Any:
         """The params with what this matcher ignores taken out."""

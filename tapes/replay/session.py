@@ -17,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tapes.cassette.frames import Frame
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.scrub import FrameHook
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.outcomes import Reception, Report
 from tapes.wire.http import HeaderFields
+from tapes.wire.jsonrpc import encode, items, parse
 
 _UNPARSED = object()
 
@@ -31,6 +33,7 @@ class ReplaySession:
                  name: str | None = None) -> None:
         self.name = name  # the recorded session's id, when a cassette holds several
         self.engine: ReplayEngine = control.engine(frames, remember_played=may_hand_over)
+        self._scrub = control.scrub
         self.may_hand_over = may_hand_over
         # With new episodes, what a warm-up needs: the live messages so far (with their HTTP
         # headers, none on stdio) and the JSON-RPC messages the replay sent meanwhile.
@@ -43,6 +46,8 @@ class ReplaySession:
         return self._noted(Reception(self.engine.start()))
 
     def receive(self, payload: bytes, message: Any = _UNPARSED, headers: HeaderFields = ()) -> Reception:
+        if self._scrub is not None:
+            payload, message = scrubbed_live(payload, self._scrub)
         reception = self.engine.receive(payload) if message is _UNPARSED else self.engine.receive(payload, message)
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
@@ -79,6 +84,21 @@ class ReplaySession:
             self.replayed += [reply.payload for reply in reception.replies]
             self.replayed += [action.payload for action in reception.actions if action.frame.message is not None]
         return reception
+
+
+def scrubbed_live(payload: bytes, hook: FrameHook) -> tuple[bytes, Any]:
+    """A live client message as the before-record hook would have recorded it: each JSON-RPC item
+    passes through the hook as a client frame would (an item the hook drops is kept as it is:
+    dropping it from the session would leave its sender waiting)."""
+    message = parse(payload)
+    if message is None:
+        return payload, None
+    scrubbed = []
+    for item in items(message):
+        frame = hook(Frame(0, 0.0, Direction.CLIENT_TO_SERVER, STDIO, Kind.MESSAGE, item))
+        scrubbed.append(frame.message if frame is not None and frame.message is not None else item)
+    message = scrubbed if isinstance(message, list) else scrubbed[0]
+    return encode(message), message
 
 
 def summary(sessions: Sequence[ReplaySession]) -> tuple[list[str], bool]:
