@@ -25,6 +25,7 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,9 +183,13 @@ async def run_steps(target: Any, steps: list[Step], *, mode: str = "auto", repor
     """Connect to `target` with the SDK client and run the steps; how many failed unexpectedly."""
     answers = _Answers()
     failures = 0
-    async with Client(target, mode=mode, read_timeout_seconds=STEP_TIMEOUT, sampling_callback=answers.sampling,
-                      list_roots_callback=answers.roots, elicitation_callback=answers.elicitation,
-                      cache=None) as client:
+    async with AsyncExitStack() as stack:
+        try:
+            client = await stack.enter_async_context(Client(
+                target, mode=mode, read_timeout_seconds=STEP_TIMEOUT, sampling_callback=answers.sampling,
+                list_roots_callback=answers.roots, elicitation_callback=answers.elicitation, cache=None))
+        except Exception as error:  # MCPError or OSError, often wrapped in the SDK's task groups
+            raise UserError(f"the SDK client could not connect to the server: {_innermost(error)}") from None
         report(f"tapes record: connected ({client.protocol_version})")
         for step in steps:
             answers.step = step
@@ -203,6 +208,12 @@ async def run_steps(target: Any, steps: list[Step], *, mode: str = "auto", repor
                 outcome += " (expected an error)" if step.expect_error else ""
             report(f"  {step.describe()}: {outcome}")
     return failures
+
+
+def _innermost(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return str(error) or type(error).__name__
 
 
 def record_script(script: str, output: str, recorder_flags: list[str], *, command: list[str] | None = None,

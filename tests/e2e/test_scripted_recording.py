@@ -210,3 +210,12 @@ def test_a_bad_script_is_one_sentence_before_anything_starts(script: str, expect
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and expected in run.stderr and "Traceback" not in run.stderr, run.stderr
     assert not (tmp_path / "x.tape").exists()
+
+
+def test_a_server_that_never_connects_is_one_sentence(tmp_path: Path) -> None:
+    script = tmp_path / "ping.yaml"
+    script.write_text("- method: ping\n")
+    run = subprocess.run([*TAPES, "record", "--script", str(script), "-o", str(tmp_path / "x.tape"), "--", "false"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == "tapes: error: the SDK client could not connect to the server: Connection closed"
