@@ -1,9 +1,13 @@
-"""The official Python SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`) run headless: its
-redirect handler follows the /authorize redirect with an HTTP client instead of a browser and hands
-the code and state the redirect carried to its callback handler."""
+"""The official SDKs' OAuth clients run headless. Python: `mcp.client.auth.OAuthClientProvider`,
+whose redirect handler reads the /authorize redirect with an HTTP client instead of a browser and
+hands the code and state it carried to its callback handler. TypeScript: tests/peers/
+ts_oauth_client.mjs, the same with the SDK's OAuthClientProvider interface."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -14,6 +18,8 @@ from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from tests.support.paths import PEERS
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the redirect handler reads the Location
 
@@ -95,3 +101,13 @@ def oauth_session(url: str) -> OAuthSession:
     """Log in to the MCP server at `url` from scratch (discovery, registration, authorization code
     with PKCE, token), then list its tools and call two of them."""
     return anyio.run(_session, url)
+
+
+def ts_oauth_session(url: str) -> dict[str, Any]:
+    """The TypeScript SDK's client logging in to `url` from scratch and making the same calls:
+    {"results": [...], "accessToken", "refreshToken", "clientSecret", "code"}."""
+    node = shutil.which("node")
+    assert node is not None, "node is not installed"
+    done = subprocess.run([node, str(PEERS / "ts_oauth_client.mjs"), url], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

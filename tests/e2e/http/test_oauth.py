@@ -22,7 +22,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 
 from tests.support.http_peers import Recorder
-from tests.support.oauth_clients import OAuthSession, oauth_session
+from tests.support.oauth_clients import OAuthSession, oauth_session, ts_oauth_session
 from tests.support.paths import OAUTH_SERVER, TAPES
 from tests.support.processes import Process
 
@@ -145,3 +145,31 @@ def test_no_token_or_secret_reaches_the_cassette_or_its_renderings(recorded: tup
     for name, text in renderings.items():
         for secret in secrets:
             assert secret not in text, f"a secret is in the {name}"
+
+
+@pytest.mark.parametrize("issuer", list(ISSUERS))
+def test_the_typescript_client_records_and_replays_the_flow(issuer: str, tmp_path: Path) -> None:
+    """The TypeScript SDK's OAuth client: its strict resource and issuer checks pass through the
+    recorder, and a fresh login against the replay gets the live results, with placeholders for
+    the secrets it was handed."""
+    cassette = tmp_path / "ts.tape"
+    server = Process([*OAUTH_SERVER, *ISSUERS[issuer]])
+    try:
+        recorder = Recorder(cassette, server.wait_for(r"oauth server listening on (\S+)")[1])
+        try:
+            live = ts_oauth_session(recorder.url)
+        finally:
+            recorder.stop()
+    finally:
+        server.stop()
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+    replayed = ts_oauth_session(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
+    replayer.stop(signal.SIGINT)
+    stderr = replayer.rest_of_stderr()
+
+    assert replayed["results"] == live["results"] and live["results"][2][0]["text"] == "scopes=notes"
+    assert replayer.proc.returncode == 0, stderr
+    assert re.search(r"authorization flow: served (\d+) of \1 recorded exchanges, 0 unmatched", stderr), stderr
+    written = cassette.read_bytes().decode("latin-1")
+    for secret in ("accessToken", "refreshToken", "clientSecret", "code"):
+        assert live[secret] not in written and replayed[secret].startswith("<redacted:"), secret
