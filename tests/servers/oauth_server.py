@@ -15,17 +15,23 @@ are the SDK's: PKCE S256 at /token, the redirect_uri, the registered client's se
 are bound to the `resource` the client asked for (validate_token_resource).
 
 - `echo(text)`     returns the text
-- `whoami()`       the client id and scopes of the token the call was made with
+- `whoami()`       the scopes of the token the call was made with
+- `secret_note()`  needs the `admin` scope besides `notes`: called with a token without it, the
+                   server answers 403 with `WWW-Authenticate: Bearer error="insufficient_scope"`
+                   naming the scopes needed (2025-11-25 scope step-up), and the client authorizes
+                   again for them
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import secrets
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -47,6 +53,8 @@ from pydantic import AnyHttpUrl  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 
 SCOPE = "notes"
+ADMIN = "admin"
+STEP_UP_TOOL = "secret_note"
 
 
 class ApprovingProvider:
@@ -63,7 +71,8 @@ class ApprovingProvider:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
-        self.clients[client_info.client_id] = client_info
+        # every client may ask for every scope later (a step-up asks for admin)
+        self.clients[client_info.client_id] = client_info.model_copy(update={"scope": f"{SCOPE} {ADMIN}"})
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         code = secrets.token_urlsafe(24)
@@ -108,7 +117,7 @@ class ApprovingProvider:
                           refresh_token=refresh)
 
 
-REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE])
+REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, ADMIN], default_scopes=[SCOPE])
 
 
 def make_server(origin: str, provider: ApprovingProvider, issuer: str | None = None) -> MCPServer:
@@ -126,12 +135,57 @@ def make_server(origin: str, provider: ApprovingProvider, issuer: str | None = N
     def echo(text: str) -> str:
         return text
 
-    @server.tool(description="The client id and scopes of the caller's token.")
+    @server.tool(description="The scopes of the caller's token.")
     def whoami() -> str:
         token = get_access_token()
         return "anonymous" if token is None else f"scopes={' '.join(token.scopes)}"
 
+    @server.tool(description="A note only the admin scope may read.")
+    def secret_note() -> str:
+        token = get_access_token()
+        return f"the secret note, read with scopes={' '.join(token.scopes) if token else ''}"
+
     return server
+
+
+def step_up(app: Any, provider: ApprovingProvider, origin: str) -> Any:
+    """The MCP app, answering a call of STEP_UP_TOOL made with a token without the admin scope
+    with 403 insufficient_scope (the SDK's middleware checks one scope set per endpoint only)."""
+    challenge = (f'Bearer error="insufficient_scope", scope="{SCOPE} {ADMIN}", '
+                 f'resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp", '
+                 f'error_description="{STEP_UP_TOOL} needs the {ADMIN} scope"').encode()
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
+        token = provider.tokens.get(authorization.removeprefix("Bearer "))
+        if (isinstance(request, dict) and request.get("method") == "tools/call"
+                and (request.get("params") or {}).get("name") == STEP_UP_TOOL and token is not None
+                and ADMIN not in token.scopes):
+            await send({"type": "http.response.start", "status": 403,
+                        "headers": [(b"www-authenticate", challenge), (b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": b'{"error":"insufficient_scope"}'})
+            return
+
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replayed() -> dict[str, Any]:  # the body once more, then the connection's own events
+            return pending.pop() if pending else await receive()
+
+        await app(scope, replayed, send)
+
+    return wrapped
 
 
 def main() -> None:
@@ -143,14 +197,14 @@ def main() -> None:
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
     provider = ApprovingProvider()
     if not args.separate_issuer:
-        serve(make_server(origin, provider).streamable_http_app(), "oauth server", sock=sock)
+        serve(step_up(make_server(origin, provider).streamable_http_app(), provider, origin), "oauth server", sock=sock)
         return
     issuer_sock = listening_socket()
     # with its root path written: the SDK writes it so in the protected resource metadata
     issuer = f"http://127.0.0.1:{issuer_sock.getsockname()[1]}/"
     authorization_server = Starlette(routes=create_auth_routes(provider, issuer_url=AnyHttpUrl(issuer),  # type: ignore[arg-type]
                                                                client_registration_options=REGISTRATION))
-    mcp_app = make_server(origin, provider, issuer).streamable_http_app()
+    mcp_app = step_up(make_server(origin, provider, issuer).streamable_http_app(), provider, origin)
 
     async def both() -> None:
         await asyncio.gather(

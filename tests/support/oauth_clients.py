@@ -82,25 +82,23 @@ def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser) -
     return OAuthClientProvider(url, metadata, storage, redirect_handler=browser.open, callback_handler=browser.callback)
 
 
-async def _session(url: str) -> OAuthSession:
+async def _session(url: str, step_up: bool) -> OAuthSession:
     storage, browser = MemoryStorage(), HeadlessBrowser()
     async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser), follow_redirects=True) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
+            calls = [await client.call_tool("echo", {"text": "hello through OAuth"}), await client.call_tool("whoami", {})]
+            if step_up:
+                calls.append(await client.call_tool("secret_note", {}))
             tools = await client.list_tools()
-            echoed = await client.call_tool("echo", {"text": "hello through OAuth"})
-            who = await client.call_tool("whoami", {})
-    results = [
-        sorted(tool.name for tool in tools.tools),
-        [content.model_dump(mode="json") for content in echoed.content],
-        [content.model_dump(mode="json") for content in who.content],
-    ]
+    results = [sorted(tool.name for tool in tools.tools), *([c.model_dump(mode="json") for c in call.content] for call in calls)]
     return OAuthSession(results, storage, browser)
 
 
-def oauth_session(url: str) -> OAuthSession:
+def oauth_session(url: str, step_up: bool = False) -> OAuthSession:
     """Log in to the MCP server at `url` from scratch (discovery, registration, authorization code
-    with PKCE, token), then list its tools and call two of them."""
-    return anyio.run(_session, url)
+    with PKCE, token), call two of its tools, and list them. With `step_up`, call secret_note too,
+    which needs a scope the first token lacks: 403 insufficient_scope, a second authorization."""
+    return anyio.run(_session, url, step_up)
 
 
 def ts_oauth_session(url: str) -> dict[str, Any]:

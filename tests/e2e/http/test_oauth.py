@@ -54,7 +54,7 @@ def _issuer_kind(cassette: Path) -> str:
 def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Path, OAuthSession]) -> None:
     cassette_path, live = recorded
     # The SDK's strict resource check passed (it raises otherwise) and the calls were authorized.
-    assert live.results[0] == ["echo", "whoami"]
+    assert live.results[0] == ["echo", "secret_note", "whoami"]
     assert live.results[2][0]["text"] == "scopes=notes"
     cassette = load(cassette_path)
     heads = [f.info for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
@@ -173,3 +173,32 @@ def test_the_typescript_client_records_and_replays_the_flow(issuer: str, tmp_pat
     written = cassette.read_bytes().decode("latin-1")
     for secret in ("accessToken", "refreshToken", "clientSecret", "code"):
         assert live[secret] not in written and replayed[secret].startswith("<redacted:"), secret
+
+
+def test_a_scope_step_up_replays_as_recorded(tmp_path: Path) -> None:
+    """2025-11-25 scope step-up: a call made with a token without the scope it needs gets 403
+    insufficient_scope; the client authorizes again for it and retries. In replay the call with
+    the first (placeholder) token gets the 403 again, the second authorization hands out the
+    second token, and the retried call gets the recorded result."""
+    cassette = tmp_path / "step-up.tape"
+    server = Process(OAUTH_SERVER)
+    try:
+        recorder = Recorder(cassette, server.wait_for(r"oauth server listening on (\S+)")[1])
+        try:
+            live = oauth_session(recorder.url, step_up=True)
+        finally:
+            recorder.stop()
+    finally:
+        server.stop()
+    assert live.results[3][0]["text"] == "the secret note, read with scopes=notes admin" and len(live.browser.redirects) == 2
+    refusals = [f.info for f in load(cassette).frames if f.kind is Kind.HTTP_RESPONSE and f.info["status"] == 403]
+    assert len(refusals) == 1 and 'error="insufficient_scope"' in str(refusals[0]["headers"])
+
+    with replay_server(cassette) as replay:
+        replayed = oauth_session(replay.url, step_up=True)
+        lines = replay.report_lines
+    assert replayed.results == live.results
+    assert lines[-1] == "authorization flow: served 9 of 9 recorded exchanges, 0 unmatched", lines
+    assert replayed.storage.tokens is not None and replayed.storage.tokens.scope == "notes admin"
+    linted = subprocess.run([*TAPES, "lint", str(cassette)], capture_output=True, text=True)
+    assert linted.returncode == 0, linted.stdout
