@@ -242,7 +242,7 @@ class HttpReplayer:
     def report(self) -> Report:
         """The sessions' reports as one."""
         merged = merged_report(self.replays)
-        merged.unmatched += self._unrouted
+        merged.unmatched += self._unrouted + self.auth.misses
         return merged
 
     async def close(self) -> None:

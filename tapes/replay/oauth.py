@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tapes.cassette.frames import Frame, Kind
+from tapes.replay.outcomes import Unmatched
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import encode, parse
 from tapes.wire.oauth import FRESH_FIELDS, OriginMap, body_fields, differing_fields, query_fields
@@ -123,7 +124,7 @@ class AuthFlow:
         self.mcp_paths = mcp
         self.recorded_origin = recorded_origin
         self.served: set[int] = set()
-        self.misses: list[str] = []
+        self.misses: list[Unmatched] = []
         self._issued: dict[str, _Issued] = {}
 
     @classmethod
@@ -179,21 +180,21 @@ class AuthFlow:
                     differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
                     continue
                 if (problem := self._check_pkce(exchange, target, headers, body)) is not None:
-                    self.misses.append(f"{method} {path}: {problem}")
+                    self.misses.append(Unmatched(f"{method} {path}", problem))
                     return _oauth_error(400, "invalid_grant", problem)
             self.served.add(index)
             return self._replayed(exchange, target, origins)
         if on_mcp:
             return None
         problem = differences[0] if differences else "no recorded exchange matches"
-        self.misses.append(f"{method} {path}: {problem}")
+        self.misses.append(Unmatched(f"{method} {path}", problem))
         return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({problem})")
 
     def report_lines(self) -> list[str]:
         if not self.exchanges:
             return []
         line = f"authorization flow: served {len(self.served)} of {len(self.exchanges)} recorded exchanges, {len(self.misses)} unmatched"
-        return [line, *(f"  unmatched: {miss}" for miss in self.misses)]
+        return [line, *(f"  unmatched {miss.summary}: {miss.reason}" for miss in self.misses)]
 
     @property
     def clean(self) -> bool:
