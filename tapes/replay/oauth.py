@@ -71,7 +71,8 @@ class AuthExchange:
 
     @property
     def refusal(self) -> bool:
-        return self.status in REFUSALS
+        """A request refused for its credentials (a 403 for a foreign Origin is not one)."""
+        return self.status in REFUSALS and header(self.headers, "www-authenticate") is not None
 
 
 @dataclass(frozen=True)

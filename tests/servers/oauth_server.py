@@ -2,11 +2,15 @@
 endpoint /mcp is a protected resource, and the same origin is its authorization server (metadata,
 dynamic client registration, /authorize, /token), run over Streamable HTTP on 127.0.0.1.
 
-    python tests/servers/oauth_server.py [--port N] [--separate-issuer]
+    python tests/servers/oauth_server.py [--port N] [--separate-issuer | --no-resource-metadata]
 
 With --separate-issuer the authorization server has an origin of its own (a second port, same
 process and provider), and the MCP server only verifies the tokens it issued; it prints
 `authorization server listening on http://127.0.0.1:PORT` besides the usual line.
+
+With --no-resource-metadata it is a 2025-03-26 server: no protected resource metadata and no
+`resource_metadata` in its 401, so a client finds the authorization server at the MCP server's
+origin (its metadata, or the default endpoints /authorize, /token, /register).
 
 The authorization server approves every request at once (no login page): /authorize redirects
 straight back to the client's redirect_uri with a fresh code, so a headless client completes the
@@ -120,10 +124,12 @@ class ApprovingProvider:
 REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, ADMIN], default_scopes=[SCOPE])
 
 
-def make_server(origin: str, provider: ApprovingProvider, issuer: str | None = None) -> MCPServer:
+def make_server(origin: str, provider: ApprovingProvider, issuer: str | None = None,
+                resource_metadata: bool = True) -> MCPServer:
     """The MCP server; its own authorization server too unless `issuer` names another origin."""
-    settings = AuthSettings(issuer_url=issuer or origin, resource_server_url=f"{origin}/mcp", required_scopes=[SCOPE],
-                            validate_token_resource=True, client_registration_options=REGISTRATION)
+    settings = AuthSettings(issuer_url=issuer or origin, resource_server_url=f"{origin}/mcp" if resource_metadata else None,
+                            required_scopes=[SCOPE], validate_token_resource=resource_metadata,
+                            client_registration_options=REGISTRATION)
     if issuer is None:
         server = MCPServer(name="oauth-notes", version="1.0.0", log_level="WARNING", auth_server_provider=provider,
                            auth=settings)
@@ -192,12 +198,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--separate-issuer", action="store_true", help="the authorization server on a port of its own")
+    parser.add_argument("--no-resource-metadata", action="store_true", help="a 2025-03-26 server: no resource metadata")
     args = parser.parse_args()
     sock = listening_socket(args.port)
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
     provider = ApprovingProvider()
     if not args.separate_issuer:
-        serve(step_up(make_server(origin, provider).streamable_http_app(), provider, origin), "oauth server", sock=sock)
+        server = make_server(origin, provider, resource_metadata=not args.no_resource_metadata)
+        serve(step_up(server.streamable_http_app(), provider, origin), "oauth server", sock=sock)
         return
     issuer_sock = listening_socket()
     # with its root path written: the SDK writes it so in the protected resource metadata

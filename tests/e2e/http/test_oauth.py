@@ -7,12 +7,14 @@ from scratch."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -26,6 +28,7 @@ from tests.support.oauth_clients import OAuthSession, oauth_session, ts_oauth_se
 from tests.support.paths import OAUTH_SERVER, TAPES
 from tests.support.processes import Process
 
+T = TypeVar("T")
 ISSUERS = {"same-origin": [], "separate-issuer": ["--separate-issuer"]}
 AS_PATHS = {"same-origin": "", "separate-issuer": "/tapes-as/1"}
 
@@ -49,6 +52,19 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def _issuer_kind(cassette: Path) -> str:
     return cassette.stem
+
+
+def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T]) -> T:
+    """`drive(url)` run through `tapes record --upstream` in front of a fresh oauth server."""
+    server = Process([*OAUTH_SERVER, *server_flags])
+    try:
+        recorder = Recorder(cassette, server.wait_for(r"oauth server listening on (\S+)")[1])
+        try:
+            return drive(recorder.url)
+        finally:
+            recorder.stop()
+    finally:
+        server.stop()
 
 
 def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Path, OAuthSession]) -> None:
@@ -153,15 +169,7 @@ def test_the_typescript_client_records_and_replays_the_flow(issuer: str, tmp_pat
     recorder, and a fresh login against the replay gets the live results, with placeholders for
     the secrets it was handed."""
     cassette = tmp_path / "ts.tape"
-    server = Process([*OAUTH_SERVER, *ISSUERS[issuer]])
-    try:
-        recorder = Recorder(cassette, server.wait_for(r"oauth server listening on (\S+)")[1])
-        try:
-            live = ts_oauth_session(recorder.url)
-        finally:
-            recorder.stop()
-    finally:
-        server.stop()
+    live = _record(cassette, ISSUERS[issuer], ts_oauth_session)
     replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
     replayed = ts_oauth_session(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
     replayer.stop(signal.SIGINT)
@@ -181,15 +189,7 @@ def test_a_scope_step_up_replays_as_recorded(tmp_path: Path) -> None:
     the first (placeholder) token gets the 403 again, the second authorization hands out the
     second token, and the retried call gets the recorded result."""
     cassette = tmp_path / "step-up.tape"
-    server = Process(OAUTH_SERVER)
-    try:
-        recorder = Recorder(cassette, server.wait_for(r"oauth server listening on (\S+)")[1])
-        try:
-            live = oauth_session(recorder.url, step_up=True)
-        finally:
-            recorder.stop()
-    finally:
-        server.stop()
+    live = _record(cassette, [], functools.partial(oauth_session, step_up=True))
     assert live.results[3][0]["text"] == "the secret note, read with scopes=notes admin" and len(live.browser.redirects) == 2
     refusals = [f.info for f in load(cassette).frames if f.kind is Kind.HTTP_RESPONSE and f.info["status"] == 403]
     assert len(refusals) == 1 and 'error="insufficient_scope"' in str(refusals[0]["headers"])
@@ -202,3 +202,18 @@ def test_a_scope_step_up_replays_as_recorded(tmp_path: Path) -> None:
     assert replayed.storage.tokens is not None and replayed.storage.tokens.scope == "notes admin"
     linted = subprocess.run([*TAPES, "lint", str(cassette)], capture_output=True, text=True)
     assert linted.returncode == 0, linted.stdout
+
+
+def test_a_2025_03_26_server_without_resource_metadata(tmp_path: Path) -> None:
+    """2025-03-26: no protected resource metadata (the client's probes get 404s, which are recorded
+    and replayed too); the authorization server is found at the MCP server's origin."""
+    cassette = tmp_path / "2025-03-26.tape"
+    live = _record(cassette, ["--no-resource-metadata"], oauth_session)
+    statuses = {(f.info["method"], f.info["path"].split("?")[0]): None for f in load(cassette).frames if f.kind is Kind.HTTP_REQUEST}
+    assert ("GET", "/.well-known/oauth-authorization-server") in statuses and ("POST", "/register") in statuses
+    with replay_server(cassette) as replay:
+        replayed = oauth_session(replay.url)
+        lines = replay.report_lines
+    assert replayed.results == live.results and live.results[2][0]["text"] == "scopes=notes admin"
+    assert re.fullmatch(r"authorization flow: served (\d+) of \1 recorded exchanges, 0 unmatched", lines[-1]), lines
+    assert live.storage.tokens is not None and live.storage.tokens.access_token not in cassette.read_bytes().decode("latin-1")
