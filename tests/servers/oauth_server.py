@@ -18,6 +18,9 @@ flow. Codes, tokens and client secrets are random, as a real server's are. The s
 are the SDK's: PKCE S256 at /token, the redirect_uri, the registered client's secret; and tokens
 are bound to the `resource` the client asked for (validate_token_resource).
 
+--machine ID:SECRET registers a client for the client_credentials grant (which the SDK's token
+handler lacks: it is added in front of it).
+
 - `echo(text)`     returns the text
 - `whoami()`       the scopes of the token the call was made with
 - `secret_note()`  needs the `admin` scope besides `notes`: called with a token without it, the
@@ -30,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import secrets
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -98,14 +103,14 @@ class ApprovingProvider:
 
     async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
         del self.codes[authorization_code.code]
-        return self._issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
+        return self.issue(authorization_code.client_id, authorization_code.scopes, authorization_code.resource)
 
     async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
         return self.refresh_tokens.get(refresh_token)
 
     async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]) -> OAuthToken:
         del self.refresh_tokens[refresh_token.token]
-        return self._issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource)
+        return self.issue(refresh_token.client_id, scopes or refresh_token.scopes, refresh_token.resource)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.tokens.get(token)
@@ -113,12 +118,16 @@ class ApprovingProvider:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.tokens.pop(getattr(token, "token", ""), None)
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
-        access, refresh = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    def issue(self, client_id: str, scopes: list[str], resource: str | None, refresh: bool = True) -> OAuthToken:
+        access = secrets.token_urlsafe(32)
         self.tokens[access] = AccessToken(token=access, client_id=client_id, scopes=scopes, resource=resource)
-        self.refresh_tokens[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        if not refresh:
+            return OAuthToken(access_token=access, token_type="Bearer", expires_in=3600, scope=" ".join(scopes))
+        refresh_token = secrets.token_urlsafe(32)
+        self.refresh_tokens[refresh_token] = RefreshToken(token=refresh_token, client_id=client_id, scopes=scopes,
+                                                          resource=resource)
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=3600, scope=" ".join(scopes),
-                          refresh_token=refresh)
+                          refresh_token=refresh_token)
 
 
 REGISTRATION = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE, ADMIN], default_scopes=[SCOPE])
@@ -154,12 +163,12 @@ def make_server(origin: str, provider: ApprovingProvider, issuer: str | None = N
     return server
 
 
-def step_up(app: Any, provider: ApprovingProvider, origin: str) -> Any:
-    """The MCP app, answering a call of STEP_UP_TOOL made with a token without the admin scope
-    with 403 insufficient_scope (the SDK's middleware checks one scope set per endpoint only)."""
-    challenge = (f'Bearer error="insufficient_scope", scope="{SCOPE} {ADMIN}", '
-                 f'resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp", '
-                 f'error_description="{STEP_UP_TOOL} needs the {ADMIN} scope"').encode()
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+
+
+def _with_body(app: Any, answer: Any) -> Any:
+    """An ASGI app that reads a POST's body, lets `answer(scope, body)` answer it (an Answer) or
+    not (None), and otherwise hands the request with its body on to `app`."""
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -170,20 +179,12 @@ def step_up(app: Any, provider: ApprovingProvider, origin: str) -> Any:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        try:
-            request = json.loads(body)
-        except ValueError:
-            request = None
-        authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
-        token = provider.tokens.get(authorization.removeprefix("Bearer "))
-        if (isinstance(request, dict) and request.get("method") == "tools/call"
-                and (request.get("params") or {}).get("name") == STEP_UP_TOOL and token is not None
-                and ADMIN not in token.scopes):
-            await send({"type": "http.response.start", "status": 403,
-                        "headers": [(b"www-authenticate", challenge), (b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": b'{"error":"insufficient_scope"}'})
+        answered = answer(scope, body)
+        if answered is not None:
+            status, headers, content = answered
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": content})
             return
-
         pending = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replayed() -> dict[str, Any]:  # the body once more, then the connection's own events
@@ -194,24 +195,74 @@ def step_up(app: Any, provider: ApprovingProvider, origin: str) -> Any:
     return wrapped
 
 
+def step_up(app: Any, provider: ApprovingProvider, origin: str) -> Any:
+    """The MCP app, answering a call of STEP_UP_TOOL made with a token without the admin scope
+    with 403 insufficient_scope (the SDK's middleware checks one scope set per endpoint only)."""
+    challenge = (f'Bearer error="insufficient_scope", scope="{SCOPE} {ADMIN}", '
+                 f'resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp", '
+                 f'error_description="{STEP_UP_TOOL} needs the {ADMIN} scope"').encode()
+
+    def answer(scope: dict[str, Any], body: bytes) -> Answer | None:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return None
+        authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
+        token = provider.tokens.get(authorization.removeprefix("Bearer "))
+        if (isinstance(request, dict) and request.get("method") == "tools/call"
+                and (request.get("params") or {}).get("name") == STEP_UP_TOOL and token is not None
+                and ADMIN not in token.scopes):
+            return 403, [(b"www-authenticate", challenge), (b"content-type", b"application/json")], b'{"error":"insufficient_scope"}'
+        return None
+
+    return _with_body(app, answer)
+
+
+def client_credentials(app: Any, provider: ApprovingProvider, machines: dict[str, str]) -> Any:
+    """The authorization server's app, with the client_credentials grant at /token (the SDK's
+    token handler has none) for the pre-registered `machines` {client_id: secret}, authenticated
+    with client_secret_basic or client_secret_post."""
+
+    def answer(scope: dict[str, Any], body: bytes) -> Answer | None:
+        form = dict(parse_qsl(body.decode("latin-1")))
+        if scope["path"] != "/token" or form.get("grant_type") != "client_credentials":
+            return None
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        basic = dict(scope["headers"]).get(b"authorization", b"").decode()
+        if basic.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+            client_id, secret = unquote(client_id), unquote(secret)
+        json_type = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+        if client_id not in machines or not secrets.compare_digest(machines[client_id], secret or ""):
+            return 401, json_type, b'{"error":"invalid_client"}'
+        token = provider.issue(client_id, (form.get("scope") or SCOPE).split(), form.get("resource"), refresh=False)
+        return 200, json_type, token.model_dump_json(exclude_none=True).encode()
+
+    return _with_body(app, answer)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--separate-issuer", action="store_true", help="the authorization server on a port of its own")
     parser.add_argument("--no-resource-metadata", action="store_true", help="a 2025-03-26 server: no resource metadata")
+    parser.add_argument("--machine", action="append", default=[], metavar="ID:SECRET",
+                        help="a client that may use the client_credentials grant")
     args = parser.parse_args()
     sock = listening_socket(args.port)
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
     provider = ApprovingProvider()
+    machines = dict(machine.split(":", 1) for machine in args.machine)
     if not args.separate_issuer:
         server = make_server(origin, provider, resource_metadata=not args.no_resource_metadata)
-        serve(step_up(server.streamable_http_app(), provider, origin), "oauth server", sock=sock)
+        app = client_credentials(step_up(server.streamable_http_app(), provider, origin), provider, machines)
+        serve(app, "oauth server", sock=sock)
         return
     issuer_sock = listening_socket()
     # with its root path written: the SDK writes it so in the protected resource metadata
     issuer = f"http://127.0.0.1:{issuer_sock.getsockname()[1]}/"
-    authorization_server = Starlette(routes=create_auth_routes(provider, issuer_url=AnyHttpUrl(issuer),  # type: ignore[arg-type]
-                                                               client_registration_options=REGISTRATION))
+    authorization_server = client_credentials(Starlette(routes=create_auth_routes(
+        provider, issuer_url=AnyHttpUrl(issuer), client_registration_options=REGISTRATION)), provider, machines)  # type: ignore[arg-type]
     mcp_app = step_up(make_server(origin, provider, issuer).streamable_http_app(), provider, origin)
 
     async def both() -> None:

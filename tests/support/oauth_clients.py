@@ -16,6 +16,7 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
@@ -99,6 +100,21 @@ def oauth_session(url: str, step_up: bool = False) -> OAuthSession:
     with PKCE, token), call two of its tools, and list them. With `step_up`, call secret_note too,
     which needs a scope the first token lacks: 403 insufficient_scope, a second authorization."""
     return anyio.run(_session, url, step_up)
+
+
+async def _machine_session(url: str, client_id: str, secret: str) -> OAuthSession:
+    storage = MemoryStorage()
+    issuer = url.split("/mcp", 1)[0]  # the authorization server is the MCP server's origin
+    provider = ClientCredentialsOAuthProvider(url, storage, client_id, secret, scope="notes", issuer=issuer)
+    async with httpx2.AsyncClient(auth=provider) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            calls = [await client.call_tool("echo", {"text": "hello, machine"}), await client.call_tool("whoami", {})]
+    return OAuthSession([[c.model_dump(mode="json") for c in call.content] for call in calls], storage, HeadlessBrowser())
+
+
+def machine_session(url: str, client_id: str, secret: str) -> OAuthSession:
+    """The SDK's client_credentials provider (client_secret_basic): no user, no redirect."""
+    return anyio.run(_machine_session, url, client_id, secret)
 
 
 def ts_oauth_session(url: str) -> dict[str, Any]:

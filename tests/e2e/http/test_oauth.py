@@ -7,8 +7,10 @@ from scratch."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import secrets
 import re
 import signal
 import subprocess
@@ -24,7 +26,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 
 from tests.support.http_peers import Recorder
-from tests.support.oauth_clients import OAuthSession, oauth_session, ts_oauth_session
+from tests.support.oauth_clients import OAuthSession, machine_session, oauth_session, ts_oauth_session
 from tests.support.paths import OAUTH_SERVER, TAPES
 from tests.support.processes import Process
 
@@ -217,3 +219,21 @@ def test_a_2025_03_26_server_without_resource_metadata(tmp_path: Path) -> None:
     assert replayed.results == live.results and live.results[2][0]["text"] == "scopes=notes admin"
     assert re.fullmatch(r"authorization flow: served (\d+) of \1 recorded exchanges, 0 unmatched", lines[-1]), lines
     assert live.storage.tokens is not None and live.storage.tokens.access_token not in cassette.read_bytes().decode("latin-1")
+
+
+def test_client_credentials_record_and_replay(tmp_path: Path) -> None:
+    """The client_credentials grant (the SDK's ClientCredentialsOAuthProvider, client_secret_basic):
+    no user and no redirect; the secret travels in a Basic header, which is redacted whole."""
+    cassette = tmp_path / "machine.tape"
+    secret = secrets.token_urlsafe(16)
+    live = _record(cassette, ["--machine", f"robot:{secret}"], lambda url: machine_session(url, "robot", secret))
+    assert live.results[1][0]["text"] == "scopes=notes"
+    written = cassette.read_bytes()
+    assert live.storage.tokens is not None
+    for leaked in (secret, base64.b64encode(f"robot:{secret}".encode()).decode(), live.storage.tokens.access_token):
+        assert leaked.encode() not in written
+    with replay_server(cassette) as replay:
+        replayed = machine_session(replay.url, "robot", secret)
+        lines = replay.report_lines
+    assert replayed.results == live.results
+    assert lines[-1] == "authorization flow: served 4 of 4 recorded exchanges, 0 unmatched", lines
