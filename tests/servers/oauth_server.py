@@ -18,6 +18,10 @@ flow. Codes, tokens and client secrets are random, as a real server's are. The s
 are the SDK's: PKCE S256 at /token, the redirect_uri, the registered client's secret; and tokens
 are bound to the `resource` the client asked for (validate_token_resource).
 
+--client-document URL=REDIRECT_URI makes it a 2025-11-25 server that supports client ID metadata
+documents (`client_id_metadata_document_supported`): the client whose id is URL needs no
+registration. The test server does not fetch the document; it takes it to name REDIRECT_URI.
+
 --machine ID:SECRET registers a client for the client_credentials grant (which the SDK's token
 handler lacks: it is added in front of it).
 
@@ -69,8 +73,12 @@ STEP_UP_TOOL = "secret_note"
 class ApprovingProvider:
     """An in-memory authorization server that approves every authorization request."""
 
-    def __init__(self) -> None:
+    def __init__(self, documents: dict[str, str] | None = None) -> None:
         self.clients: dict[str, OAuthClientInformationFull] = {}
+        for url, redirect_uri in (documents or {}).items():  # client ID metadata documents, as if fetched
+            self.clients[url] = OAuthClientInformationFull(
+                client_id=url, redirect_uris=[redirect_uri], token_endpoint_auth_method="none",  # type: ignore[list-item]
+                grant_types=["authorization_code", "refresh_token"], response_types=["code"], scope=f"{SCOPE} {ADMIN}")
         self.codes: dict[str, AuthorizationCode] = {}
         self.tokens: dict[str, AccessToken] = {}
         self.refresh_tokens: dict[str, RefreshToken] = {}
@@ -218,6 +226,29 @@ def step_up(app: Any, provider: ApprovingProvider, origin: str) -> Any:
     return _with_body(app, answer)
 
 
+def advertising_documents(app: Any) -> Any:
+    """The app, its authorization server metadata saying client_id_metadata_document_supported."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/.well-known/oauth-authorization-server"):
+            return await app(scope, receive, send)
+        start: dict[str, Any] = {}
+
+        async def patched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            document = json.loads(message["body"]) | {"client_id_metadata_document_supported": True}
+            body = json.dumps(document).encode()
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await app(scope, receive, patched)
+
+    return wrapped
+
+
 def client_credentials(app: Any, provider: ApprovingProvider, machines: dict[str, str]) -> Any:
     """The authorization server's app, with the client_credentials grant at /token (the SDK's
     token handler has none) for the pre-registered `machines` {client_id: secret}, authenticated
@@ -246,17 +277,19 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--separate-issuer", action="store_true", help="the authorization server on a port of its own")
     parser.add_argument("--no-resource-metadata", action="store_true", help="a 2025-03-26 server: no resource metadata")
+    parser.add_argument("--client-document", action="append", default=[], metavar="URL=REDIRECT_URI",
+                        help="a client ID metadata document the server trusts (2025-11-25)")
     parser.add_argument("--machine", action="append", default=[], metavar="ID:SECRET",
                         help="a client that may use the client_credentials grant")
     args = parser.parse_args()
     sock = listening_socket(args.port)
     origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    provider = ApprovingProvider()
+    provider = ApprovingProvider(dict(document.split("=", 1) for document in args.client_document))
     machines = dict(machine.split(":", 1) for machine in args.machine)
     if not args.separate_issuer:
         server = make_server(origin, provider, resource_metadata=not args.no_resource_metadata)
         app = client_credentials(step_up(server.streamable_http_app(), provider, origin), provider, machines)
-        serve(app, "oauth server", sock=sock)
+        serve(advertising_documents(app) if args.client_document else app, "oauth server", sock=sock)
         return
     issuer_sock = listening_socket()
     # with its root path written: the SDK writes it so in the protected resource metadata

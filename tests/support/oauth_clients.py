@@ -23,6 +23,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from tests.support.paths import PEERS
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the redirect handler reads the Location
+CLIENT_DOCUMENT = "https://client.example/tapes/oauth-client.json"  # a client ID metadata document's URL
 
 
 @dataclass
@@ -72,7 +73,7 @@ class OAuthSession:
     browser: HeadlessBrowser
 
 
-def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser) -> OAuthClientProvider:
+def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser, document: str | None = None) -> OAuthClientProvider:
     metadata = OAuthClientMetadata(
         client_name="tapes oauth test",
         redirect_uris=[REDIRECT_URI],
@@ -80,12 +81,13 @@ def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser) -
         response_types=["code"],
         token_endpoint_auth_method="client_secret_post",
     )
-    return OAuthClientProvider(url, metadata, storage, redirect_handler=browser.open, callback_handler=browser.callback)
+    return OAuthClientProvider(url, metadata, storage, redirect_handler=browser.open, callback_handler=browser.callback,
+                               client_metadata_url=document)
 
 
-async def _session(url: str, step_up: bool) -> OAuthSession:
+async def _session(url: str, step_up: bool, document: str | None) -> OAuthSession:
     storage, browser = MemoryStorage(), HeadlessBrowser()
-    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser), follow_redirects=True) as http:
+    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser, document), follow_redirects=True) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             calls = [await client.call_tool("echo", {"text": "hello through OAuth"}), await client.call_tool("whoami", {})]
             if step_up:
@@ -95,11 +97,13 @@ async def _session(url: str, step_up: bool) -> OAuthSession:
     return OAuthSession(results, storage, browser)
 
 
-def oauth_session(url: str, step_up: bool = False) -> OAuthSession:
+def oauth_session(url: str, step_up: bool = False, document: str | None = None) -> OAuthSession:
     """Log in to the MCP server at `url` from scratch (discovery, registration, authorization code
     with PKCE, token), call two of its tools, and list them. With `step_up`, call secret_note too,
-    which needs a scope the first token lacks: 403 insufficient_scope, a second authorization."""
-    return anyio.run(_session, url, step_up)
+    which needs a scope the first token lacks: 403 insufficient_scope, a second authorization.
+    With `document`, the client's id is that client ID metadata document URL (no registration
+    when the server supports them)."""
+    return anyio.run(_session, url, step_up, document)
 
 
 async def _machine_session(url: str, client_id: str, secret: str) -> OAuthSession:

@@ -26,7 +26,14 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 
 from tests.support.http_peers import Recorder
-from tests.support.oauth_clients import OAuthSession, machine_session, oauth_session, ts_oauth_session
+from tests.support.oauth_clients import (
+    CLIENT_DOCUMENT,
+    REDIRECT_URI,
+    OAuthSession,
+    machine_session,
+    oauth_session,
+    ts_oauth_session,
+)
 from tests.support.paths import OAUTH_SERVER, TAPES
 from tests.support.processes import Process
 
@@ -237,3 +244,20 @@ def test_client_credentials_record_and_replay(tmp_path: Path) -> None:
         lines = replay.report_lines
     assert replayed.results == live.results
     assert lines[-1] == "authorization flow: served 4 of 4 recorded exchanges, 0 unmatched", lines
+
+
+def test_a_client_id_metadata_document_replaces_registration(tmp_path: Path) -> None:
+    """2025-11-25: the authorization server supports client ID metadata documents, so the client's
+    id is its document's URL and there is no registration; the flow records and replays as such."""
+    cassette = tmp_path / "cimd.tape"
+    live = _record(cassette, ["--client-document", f"{CLIENT_DOCUMENT}={REDIRECT_URI}"],
+                   functools.partial(oauth_session, document=CLIENT_DOCUMENT))
+    assert live.storage.client_info is not None and live.storage.client_info.client_id == CLIENT_DOCUMENT
+    paths = [f.info["path"] for f in load(cassette).frames if f.kind is Kind.HTTP_REQUEST]
+    assert not any(path.startswith("/register") for path in paths)
+    assert any(path.startswith("/authorize?") and "client_id=https%3A%2F%2Fclient.example" in path for path in paths)
+    with replay_server(cassette) as replay:
+        replayed = oauth_session(replay.url, document=CLIENT_DOCUMENT)
+        lines = replay.report_lines
+    assert replayed.results == live.results
+    assert lines[-1] == "authorization flow: served 5 of 5 recorded exchanges, 0 unmatched", lines
