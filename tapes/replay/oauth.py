@@ -169,15 +169,15 @@ class AuthFlow:
         origins = OriginMap.of([(self.recorded_origin or "", live_origin)])
         on_mcp = path in self.mcp_paths
         order = [i for i in candidates if i not in self.served] + [i for i in candidates if i in self.served]
+        if on_mcp:
+            # a refusal of the same JSON-RPC method first, then of any: the server refused the token
+            order = ([i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=True)]
+                     + [i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=False)])
         differences: list[str] = []
         for index in order:
             exchange = self.exchanges[index]
-            if on_mcp:
-                if not self._refuses(exchange, headers, body):
-                    continue
-            else:
-                differing = self._differing(exchange, target, headers, body, origins)
-                if differing:
+            if not on_mcp:
+                if differing := self._differing(exchange, target, headers, body, origins):
                     differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
                     continue
                 if (problem := self._check_pkce(exchange, target, headers, body)) is not None:
@@ -204,10 +204,13 @@ class AuthFlow:
     # --- matching --------------------------------------------------------------------------
 
     @staticmethod
-    def _refuses(exchange: AuthExchange, headers: HeaderFields, body: bytes) -> bool:
-        """A refused MCP request matches a live one with the same token (or none) and JSON-RPC method."""
+    def _refuses(exchange: AuthExchange, headers: HeaderFields, body: bytes, same_method: bool) -> bool:
+        """Whether a refused MCP request matches a live one: the same token (or none), and with
+        `same_method` the same JSON-RPC method."""
         if not exchange.refusal or exchange.token != header(headers, "authorization"):
             return False
+        if not same_method:
+            return True
         message = parse(body) if body else None
         live_method = message.get("method") if isinstance(message, dict) else None
         return exchange.rpc_method is None or live_method is None or exchange.rpc_method == live_method

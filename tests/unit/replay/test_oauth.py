@@ -85,6 +85,9 @@ def test_an_mcp_request_is_refused_by_its_token() -> None:
     assert dict(refused.headers)["WWW-Authenticate"] == f'Bearer resource_metadata="{LIVE}/.well-known/oauth-protected-resource/mcp"'
     token = json.loads(flow.answer("POST", *_token_request(flow)).body)["access_token"]  # type: ignore[union-attr]
     assert flow.answer("POST", "/mcp", [("Authorization", f"Bearer {token}"), *JSON], body, LIVE) is None
+    # the server refused the missing token, whatever the method: another client's first request too
+    other = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server/discover"}).encode()
+    assert flow.answer("POST", "/mcp", JSON, other, LIVE).status == 401  # type: ignore[union-attr]
 
 
 def _token_request(flow: AuthFlow, **changes: str) -> tuple[str, list[tuple[str, str]], bytes, str]:
