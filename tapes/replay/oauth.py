@@ -170,7 +170,8 @@ class AuthFlow:
         on_mcp = path in self.mcp_paths
         order = [i for i in candidates if i not in self.served] + [i for i in candidates if i in self.served]
         if on_mcp:
-            # a refusal of the same JSON-RPC method first, then of any: the server refused the token
+            # a refusal of the same JSON-RPC method first, then a 401 of any: the server refused the
+            # token itself (a 403 insufficient_scope is about what the token was used for)
             order = ([i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=True)]
                      + [i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=False)])
         differences: list[str] = []
@@ -206,11 +207,11 @@ class AuthFlow:
     @staticmethod
     def _refuses(exchange: AuthExchange, headers: HeaderFields, body: bytes, same_method: bool) -> bool:
         """Whether a refused MCP request matches a live one: the same token (or none), and with
-        `same_method` the same JSON-RPC method."""
+        `same_method` the same JSON-RPC method, else a 401."""
         if not exchange.refusal or exchange.token != header(headers, "authorization"):
             return False
         if not same_method:
-            return True
+            return exchange.status == 401
         message = parse(body) if body else None
         live_method = message.get("method") if isinstance(message, dict) else None
         return exchange.rpc_method is None or live_method is None or exchange.rpc_method == live_method

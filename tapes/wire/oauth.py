@@ -241,12 +241,28 @@ class OriginMap:
         return body
 
     def reversed(self) -> OriginMap:
-        return OriginMap(tuple((new, old) for old, new in self.pairs))
+        """New -> old; where several olds became one new, the first of them."""
+        firsts: dict[str, str] = {}
+        for old, new in self.pairs:
+            firsts.setdefault(new, old)
+        return OriginMap(tuple((new, old) for new, old in firsts.items()))
 
 
 # --- one proxy in front of several origins --------------------------------------------------------
 
 AS_PREFIX = "/tapes-as/"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def loopback_aliases(origin: str) -> list[str]:
+    """The other names of a loopback origin (a server on localhost:P names itself 127.0.0.1:P or
+    localhost:P in its documents, whichever the user did not type)."""
+    parts = urlsplit(origin)
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    if host not in LOOPBACK_NAMES:
+        return []
+    port = f":{parts.port}" if parts.port else ""
+    return [f"{parts.scheme}://{name}{port}" for name in LOOPBACK_NAMES if name != host]
 
 
 class ProxyRoutes:
@@ -260,24 +276,34 @@ class ProxyRoutes:
         self.upstream = origin_of(upstream)
         self.proxy = proxy
         self.servers: list[str] = []  # the other origins, in order learned: prefix N is index N-1
+        self.named = self.upstream  # the upstream's origin as its documents write it (a loopback alias)
 
     def learn(self, content_type: str | None, body: bytes) -> None:
-        """Note the authorization servers a protected resource metadata document names."""
+        """Note the authorization servers a protected resource metadata document names, and which
+        name of the upstream's origin its documents use (the client's values go back under it)."""
+        text = body.decode("utf-8", "replace")
+        for name in (self.upstream, *loopback_aliases(self.upstream)):
+            if re.search(_origin_pattern(name), text, re.I):
+                self.named = name
         document = json_document(body) if is_json(content_type) else None
         listed = document.get("authorization_servers") if isinstance(document, dict) else None
         for url in listed if isinstance(listed, list) else ():
             if isinstance(url, str) and url.startswith(("http://", "https://")):
                 origin = origin_of(url)
-                if origin.lower() != self.upstream.lower() and origin not in self.servers:
+                upstream = [self.upstream.lower(), *loopback_aliases(self.upstream.lower())]
+                if origin.lower() not in upstream and origin not in self.servers:
                     self.servers.append(origin)
 
+    def _moved(self) -> list[tuple[str, str]]:
+        return [(self.upstream, self.proxy)] + [
+            (origin, f"{self.proxy}{AS_PREFIX}{number}") for number, origin in enumerate(self.servers, 1)]
+
     def to_client(self) -> OriginMap:
-        """Upstream origins -> what the client is shown."""
-        return OriginMap.of([(self.upstream, self.proxy)] + [
-            (origin, f"{self.proxy}{AS_PREFIX}{number}") for number, origin in enumerate(self.servers, 1)])
+        """Upstream origins (the upstream's under any of its loopback names) -> what the client is shown."""
+        return OriginMap.of(self._moved() + [(alias, self.proxy) for alias in loopback_aliases(self.upstream)])
 
     def to_upstream(self) -> OriginMap:
-        return self.to_client().reversed()
+        return OriginMap.of([(new, self.named if old == self.upstream else old) for old, new in self._moved()])
 
     def route(self, target: str) -> tuple[str, str] | None:
         """(origin, target there) for a request target under an authorization server's prefix."""
@@ -295,5 +321,5 @@ class ProxyRoutes:
         return None
 
     def described(self) -> str:
-        """The rewriting as the cassette's `rewritten` label notes it."""
-        return "; ".join(f"{old} -> {new}" for old, new in self.to_client().pairs)
+        """The rewriting as the cassette's `rewritten` label notes it (the upstream, not its aliases)."""
+        return "; ".join(f"{old} -> {new}" for old, new in self._moved())

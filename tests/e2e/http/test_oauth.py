@@ -63,11 +63,13 @@ def _issuer_kind(cassette: Path) -> str:
     return cassette.stem
 
 
-def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T]) -> T:
-    """`drive(url)` run through `tapes record --upstream` in front of a fresh oauth server."""
+def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T], upstream_host: str = "127.0.0.1") -> T:
+    """`drive(url)` run through `tapes record --upstream` in front of a fresh oauth server, its URL
+    given with `upstream_host` (the server's documents name 127.0.0.1)."""
     server = Process([*OAUTH_SERVER, *server_flags])
     try:
-        recorder = Recorder(cassette, server.wait_for(r"oauth server listening on (\S+)")[1])
+        upstream = server.wait_for(r"oauth server listening on (\S+)")[1].replace("127.0.0.1", upstream_host)
+        recorder = Recorder(cassette, upstream)
         try:
             return drive(recorder.url)
         finally:
@@ -172,13 +174,15 @@ def test_no_token_or_secret_reaches_the_cassette_or_its_renderings(recorded: tup
             assert secret not in text, f"a secret is in the {name}"
 
 
-@pytest.mark.parametrize("issuer", list(ISSUERS))
-def test_the_typescript_client_records_and_replays_the_flow(issuer: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("issuer, upstream_host", [("same-origin", "127.0.0.1"), ("separate-issuer", "127.0.0.1"),
+                                                   ("same-origin", "localhost")])
+def test_the_typescript_client_records_and_replays_the_flow(issuer: str, upstream_host: str, tmp_path: Path) -> None:
     """The TypeScript SDK's OAuth client: its strict resource and issuer checks pass through the
-    recorder, and a fresh login against the replay gets the live results, with placeholders for
-    the secrets it was handed."""
+    recorder (also when the upstream URL names the server localhost and its documents 127.0.0.1),
+    and a fresh login against the replay gets the live results, with placeholders for the secrets
+    it was handed."""
     cassette = tmp_path / "ts.tape"
-    live = _record(cassette, ISSUERS[issuer], ts_oauth_session)
+    live = _record(cassette, ISSUERS[issuer], ts_oauth_session, upstream_host)
     replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
     replayed = ts_oauth_session(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
     replayer.stop(signal.SIGINT)

@@ -113,3 +113,17 @@ def test_an_authorization_server_on_another_origin_gets_a_prefix_on_the_proxy() 
         "http://127.0.0.1:3", "/.well-known/openid-configuration/tenant")
     assert routes.route("/tapes-as/12/x") is None and routes.route("/mcp") is None
     assert routes.described() == "http://127.0.0.1:1 -> http://127.0.0.1:2; http://127.0.0.1:3 -> http://127.0.0.1:2/tapes-as/1"
+
+
+def test_a_loopback_upstream_is_moved_under_each_of_its_names() -> None:
+    routes = ProxyRoutes("http://127.0.0.1:1/mcp", "http://127.0.0.1:2")
+    routes.learn("application/json", b'{"authorization_servers":["http://localhost:1"]}')
+    assert routes.servers == []  # the upstream itself, named otherwise
+    assert routes.to_client().text("http://localhost:1/mcp http://[::1]:1/x") == "http://127.0.0.1:2/mcp http://127.0.0.1:2/x"
+    assert routes.to_upstream().text("http://127.0.0.1:2/mcp") == "http://localhost:1/mcp"  # as its document wrote it
+    assert routes.described() == "http://127.0.0.1:1 -> http://127.0.0.1:2"
+    assert ProxyRoutes("https://api.example/mcp", "http://127.0.0.1:2").to_client().pairs == (
+        ("https://api.example", "http://127.0.0.1:2"),)
+    named_otherwise = ProxyRoutes("http://localhost:1/mcp", "http://127.0.0.1:2")
+    named_otherwise.learn("application/json", b'{"resource":"http://127.0.0.1:1/mcp"}')
+    assert named_otherwise.to_upstream().text("http://127.0.0.1:2/mcp") == "http://127.0.0.1:1/mcp"  # as the server wrote it
