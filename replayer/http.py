@@ -211,8 +211,10 @@ class HttpReplayer:
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
         self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
-        requests = [f.info or {} for f in mcp_frames if f.kind is Kind.HTTP_REQUEST]
-        if not requests and not self.auth:
+        # the MCP endpoints; a recording of nothing but a refused login still has its paths
+        requests = ([f.info or {} for f in mcp_frames if f.kind is Kind.HTTP_REQUEST]
+                    or [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST])
+        if not requests:
             raise UserError("the cassette has no HTTP requests: replay it without --http")
         self.paths = list(dict.fromkeys(info.get("path", "/").split("?", 1)[0] for info in requests))
         self._versions = KNOWN_VERSIONS | recorded_versions(cassette.frames)

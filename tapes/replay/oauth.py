@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tapes.cassette.frames import Frame, Kind
+from tapes.replay.http_rules import replayed_headers
 from tapes.replay.outcomes import Unmatched
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import encode, parse
@@ -39,8 +40,6 @@ from tapes.wire.sse import is_event_stream
 REFUSALS = (401, 403)
 # Not compared either: the client's redirect URI(s), which a replay substitutes.
 _NOT_COMPARED = FRESH_FIELDS | {"redirect_uri", "redirect_uris"}
-# Recorded response headers not replayed: the recorded connection's own.
-_NOT_REPLAYED = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "date", "content-encoding", "server"})
 
 
 @dataclass(frozen=True)
@@ -248,10 +247,8 @@ class AuthFlow:
 
     def _replayed(self, exchange: AuthExchange, target: str, origins: OriginMap) -> AuthAnswer:
         headers = []
-        for name, value in exchange.headers:
+        for name, value in replayed_headers(exchange.headers):
             lowered = name.lower()
-            if lowered in _NOT_REPLAYED:
-                continue
             if lowered in ("www-authenticate", "link"):
                 value = origins.text(value)
             elif lowered == "location":
