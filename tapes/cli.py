@@ -41,7 +41,9 @@ def main() -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Cassette file to write: NAME.jsonl as JSON Lines, any other name as msgpack; - is stdout "
+              "(JSON Lines; HTTP only).")
 @click.option("--upstream", metavar="URL", help="Record over HTTP: a reverse proxy to this server URL.")
 @click.option("--proxy", is_flag=True, help="Record over HTTP: a forward proxy (HTTP_PROXY/HTTPS_PROXY).")
 @click.option(
@@ -89,32 +91,48 @@ def record(
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
-    hook_spec = before_record or load_config().before_record
+    config = load_config()
+    hook_spec = before_record or config.before_record
     hook = load_hook(hook_spec) if hook_spec else None
     if command:
         from recorder.stdio import record_stdio
 
+        if output == "-":
+            raise UserError("-o - cannot be used with a stdio recording: stdout carries the protocol to the client, "
+                            "so the cassette needs a file")
         if upstream_ca:
             raise UserError("--upstream-ca only applies to an HTTP recording (--upstream or --proxy)")
-        sys.exit(record_stdio(list(command), output, before_record=hook))
+        if redact_headers:
+            raise UserError("--redact-header only applies to an HTTP recording (stdio has no headers; "
+                            "--redact-path applies to both)")
+    if no_redact and (redact_headers or redact_paths):
+        raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
+    rules = _redaction_rules(config, redact_headers, redact_paths, no_redact)
+    if command:
+        sys.exit(record_stdio(list(command), output, before_record=hook, rules=rules))
 
     from recorder.http import record_http
-    from tapes.cassette.redact import RedactionRuleError, RedactionRules
 
     address = _listen_address(listen)
     if no_redact:
-        if redact_headers or redact_paths:
-            raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
         click.secho("tapes: WARNING: --no-redact: secrets (Authorization, cookies, API keys) will be written to "
-                    f"{output} as sent", err=True, fg="red", bold=True)
-        rules = RedactionRules.none()
-    else:
-        try:
-            rules = RedactionRules.default(redact_headers, redact_paths)
-        except RedactionRuleError as error:
-            raise UserError(str(error)) from None
+                    f"{'stdout' if output == '-' else output} as sent", err=True, fg="red", bold=True)
     sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir,
                          upstream_ca=upstream_ca, before_record=hook))
+
+
+def _redaction_rules(config: Any, headers: tuple[str, ...] = (), paths: tuple[str, ...] = (),
+                     no_redact: bool = False) -> Any:
+    """The redaction rules of a recording: the defaults, [tool.tapes] redact-headers/redact-paths
+    and the flags' own; none at all under --no-redact."""
+    from tapes.cassette.redact import RedactionRuleError, RedactionRules
+
+    if no_redact:
+        return RedactionRules.none()
+    try:
+        return RedactionRules.default((*config.redact_headers, *headers), (*config.redact_paths, *paths))
+    except RedactionRuleError as error:
+        raise UserError(str(error)) from None
 
 
 @main.command()
@@ -244,17 +262,18 @@ def _record_in_place_of_replay(cassette: str, upstream: str | None, command: lis
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
-    hook_spec = before_record or load_config().before_record
+    config = load_config()
+    hook_spec = before_record or config.before_record
     hook = load_hook(hook_spec) if hook_spec else None
+    rules = _redaction_rules(config)
     if upstream is None:
         from recorder.stdio import record_stdio
 
-        sys.exit(record_stdio(command, cassette, before_record=hook))
+        sys.exit(record_stdio(command, cassette, before_record=hook, rules=rules))
     from recorder.http import record_http
-    from tapes.cassette.redact import RedactionRules
 
     sys.exit(record_http(cassette, upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
-                         rules=RedactionRules.default(), before_record=hook))
+                         rules=rules, before_record=hook))
 
 
 @main.command()
@@ -268,24 +287,54 @@ def show(cassette: str, width: int | None) -> None:
     print_timeline(load(cassette), width=width)
 
 
+_CASSETTE_FORMATS = click.Choice(["jsonl", "msgpack"])
+
+
+def _write_cassette(cassette: Any, output: str, output_format: str | None, default: str) -> None:
+    """Write to the file `output` in the format its name says (NAME.jsonl, NAME.tape; otherwise
+    `default`), or to stdout for `-`; an explicit `output_format` wins."""
+    from tapes.cassette.store import JSONL_SUFFIX, STDOUT, dump, save
+
+    if output_format is None:
+        output_format = "jsonl" if output.endswith(JSONL_SUFFIX) else "msgpack" if output.endswith(".tape") else default
+    if output != STDOUT:
+        save(cassette, output, jsonl=output_format == "jsonl")
+        return
+    try:
+        dump(cassette, sys.stdout.buffer, jsonl=output_format == "jsonl", name="stdout")
+    except BrokenPipeError:
+        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to
+        # say it. What is still buffered goes to /dev/null, not into an error at exit.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 @main.command("export")
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="JSON Lines file to write.")
-def export_jsonl(cassette: str, output: str) -> None:
-    """Convert a cassette to its JSON Lines twin (for review in git)."""
-    from tapes.cassette.store import load, save
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write (- for stdout).")
+@click.option("--format", "output_format", type=_CASSETTE_FORMATS,
+              help="Default: as the output's name says (NAME.tape is msgpack), else jsonl.")
+def export_jsonl(cassette: str, output: str, output_format: str | None) -> None:
+    """Convert a cassette to its JSON Lines twin (for review in git): `-o -` writes it to stdout,
+    e.g. as a git textconv."""
+    from tapes.cassette.store import load
 
-    save(load(cassette), output, jsonl=True)
+    _write_cassette(load(cassette), output, output_format, default="jsonl")
 
 
 @main.command("import")
 @click.argument("jsonl", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
-def import_jsonl(jsonl: str, output: str) -> None:
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write (- for stdout).")
+@click.option("--format", "output_format", type=_CASSETTE_FORMATS,
+              help="Default: as the output's name says (NAME.jsonl is JSON Lines), else msgpack.")
+def import_jsonl(jsonl: str, output: str, output_format: str | None) -> None:
     """Convert a JSON Lines cassette back to msgpack."""
-    from tapes.cassette.store import load, save
+    from tapes.cassette.store import load
 
-    save(load(jsonl), output)
+    _write_cassette(load(jsonl), output, output_format, default="msgpack")
 
 
 # --- analysis: diff, verify, lint -----------------------------------------------------------------
@@ -429,7 +478,8 @@ def lint(cassettes: tuple[str, ...], output_format: str) -> None:
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="HTML file to write (default: NAME.html here).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="HTML file to write (default: NAME.html here; - for stdout).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
 def view(cassette: str, output: str | None, open_browser: bool) -> None:
     """Write a cassette as a self-contained HTML page: a sequence diagram of the session."""
@@ -440,6 +490,11 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
     from tapes.render.view import render_page
 
     page = render_page(load(cassette), Path(cassette).name)
+    if output == "-":
+        if open_browser:
+            raise UserError("--open needs a file to open: leave out -o - or name a file")
+        click.echo(page, nl=False)
+        return
     target = Path(output or Path(cassette).with_suffix(".html").name)
     try:
         target.write_text(page, encoding="utf-8")

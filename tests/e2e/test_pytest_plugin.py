@@ -73,26 +73,37 @@ def test_default_mode_is_none_under_ci_and_once_otherwise(pytester: pytest.Pytes
     assert "REPLAYING" in run(pytester, ci=True).stdout.str()
 
 
-def test_all_records_every_time_and_keeps_the_old_cassette_when_the_test_fails(pytester: pytest.Pytester) -> None:
+def test_all_records_every_time_and_replaces_the_cassette_only_when_the_test_passes_and_it_changed(
+    pytester: pytest.Pytester,
+) -> None:
     run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
-    first = load(cassette(pytester))
+    first = cassette(pytester).read_bytes()
     again = run(pytester, "--tape-record-mode=all")
     again.assert_outcomes(passed=1)
     assert "RECORDING" in again.stdout.str()
-    assert load(cassette(pytester)).header.created != first.header.created
+    assert cassette(pytester).read_bytes() == first  # the same behaviour: the file is left as it was
+    oslo = INNER.replace('CITY = "Paris"', 'CITY = "Oslo"')
+    run(pytester, "--tape-record-mode=all", source=oslo).assert_outcomes(passed=1)
+    assert any("Oslo" in str(frame.message) for frame in load(cassette(pytester)).frames)
     kept = cassette(pytester).read_bytes()
     failing = INNER.replace('.startswith(CITY)', '.startswith("Nowhere")')
     run(pytester, "--tape-record-mode=all", source=failing).assert_outcomes(failed=1)
     assert cassette(pytester).read_bytes() == kept
-    assert not list(cassette(pytester).parent.glob("*.recording"))
+    assert not list(cassette(pytester).parent.glob("*.recording*"))
 
 
-def test_rewrite_deletes_then_records(pytester: pytest.Pytester) -> None:
+def test_rewrite_records_over_anything_and_leaves_no_cassette_when_the_test_fails(pytester: pytest.Pytester) -> None:
     cassette(pytester).parent.mkdir()
     cassette(pytester).write_bytes(b"not a cassette at all")
     result = run(pytester, "--tape-record-mode=rewrite")
     result.assert_outcomes(passed=1)
     assert "RECORDING" in result.stdout.str() and load(cassette(pytester)).frames
+    recorded = cassette(pytester).read_bytes()
+    run(pytester, "--tape-record-mode=rewrite").assert_outcomes(passed=1)
+    assert cassette(pytester).read_bytes() == recorded
+    failing = INNER.replace('.startswith(CITY)', '.startswith("Nowhere")')
+    run(pytester, "--tape-record-mode=rewrite", source=failing).assert_outcomes(failed=1)
+    assert not list(cassette(pytester).parent.iterdir())
 
 
 def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: pytest.Pytester) -> None:
