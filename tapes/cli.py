@@ -180,7 +180,12 @@ def _redaction_rules(config: Any, headers: tuple[str, ...] = (), paths: tuple[st
 @click.option("--record-mode", type=click.Choice(RECORD_MODES), envvar="TAPES_RECORD_MODE", show_envvar=True,
               help="As the pytest plugin's: none replays only; once records (through the real server: -- COMMAND, "
               "or --upstream URL with --http) when the cassette is missing, else replays; new_episodes is "
-              "--new-episodes; all (or rewrite) always records.")
+              "--new-episodes; all (or rewrite) always records, and leaves the cassette as it was when the new "
+              "recording behaves the same.")
+@click.option("--redact-header", "redact_headers", multiple=True, metavar="NAME",
+              help="When recording (--record-mode, --new-episodes): also redact this header.")
+@click.option("--redact-path", "redact_paths", multiple=True, metavar="PATH",
+              help="When recording (--record-mode, --new-episodes): redact this JSON path in messages (a.b.*.c).")
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def replay(
     cassette: str,
@@ -203,6 +208,8 @@ def replay(
     upstream: str | None,
     before_record: str | None,
     record_mode: str | None,
+    redact_headers: tuple[str, ...],
+    redact_paths: tuple[str, ...],
     server_command: tuple[str, ...],
 ) -> None:
     """Be the recorded server: on stdin/stdout, or over HTTP with --http (Ctrl-C ends it).
@@ -231,13 +238,20 @@ def replay(
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
     new_episodes = new_episodes or record_mode == "new_episodes"
+    if (redact_headers or redact_paths) and not (record_mode in ("once", "all", "rewrite") or new_episodes):
+        raise UserError("--redact-header and --redact-path apply to what is recorded: add --record-mode or "
+                        "--new-episodes")
+    if redact_headers and not over_http:
+        raise UserError("--redact-header only applies to an HTTP recording (stdio has no headers; --redact-path "
+                        "applies to both)")
+    rules = _redaction_rules(config, redact_headers, redact_paths)
     if record_mode in ("once", "all", "rewrite"):
         if not real_server or (over_http and server_command):
             raise UserError(f"--record-mode {record_mode} needs the real server: its command after -- (stdio) or "
                             "--upstream URL (--http)")
         if record_mode != "once" or not Path(cassette).exists():
             _record_in_place_of_replay(cassette, upstream if over_http else None, list(server_command), listen,
-                                       before_record)
+                                       before_record, rules)
         real_server = None  # the cassette exists: replay it, the real server stays unused
         upstream, server_command = None, ()
     if new_episodes != bool(real_server) or (over_http and server_command):
@@ -245,7 +259,9 @@ def replay(
                         "(--http), and neither applies without --new-episodes")
     from tapes.replay.episodes import NewEpisodes
 
-    record_flags = ["--before-record", before_record] if before_record else []
+    record_flags = [*(["--before-record", before_record] if before_record else []),
+                    *(flag for name in redact_headers for flag in ("--redact-header", name)),
+                    *(flag for path in redact_paths for flag in ("--redact-path", path))]
     if not over_http:
         if used := [flag for flag, value in {**http_only, "--upstream": upstream}.items() if value]:
             raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
@@ -271,24 +287,30 @@ def replay(
 
 
 def _record_in_place_of_replay(cassette: str, upstream: str | None, command: list[str], listen: str | None,
-                               before_record: str | None) -> NoReturn:
-    """`tapes replay --record-mode once|all` with a cassette to (re)make: record it instead, as
-    `tapes record` would, where the replay would have served."""
+                               before_record: str | None, rules: Any) -> NoReturn:
+    """`tapes replay --record-mode once|all|rewrite` with a cassette to (re)make: record it instead,
+    as `tapes record` would, where the replay would have served. A re-record goes beside the
+    cassette first, and replaces it only if it behaves otherwise (`tapes.analysis.rerecord`)."""
+    from tapes.analysis.rerecord import settle
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
-    config = load_config()
-    hook_spec = before_record or config.before_record
+    hook_spec = before_record or load_config().before_record
     hook = load_hook(hook_spec) if hook_spec else None
-    rules = _redaction_rules(config)
+    path = Path(cassette)
+    recording = path.with_name(f"{path.stem}.recording{path.suffix}") if path.exists() else path
     if upstream is None:
         from recorder.stdio import record_stdio
 
-        sys.exit(record_stdio(command, cassette, before_record=hook, rules=rules))
-    from recorder.http import record_http
+        code = record_stdio(command, str(recording), before_record=hook, rules=rules)
+    else:
+        from recorder.http import record_http
 
-    sys.exit(record_http(cassette, upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
-                         rules=rules, before_record=hook))
+        code = record_http(str(recording), upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
+                           rules=rules, before_record=hook)
+    if recording != path:
+        settle(recording, path)
+    sys.exit(code)
 
 
 @main.command()

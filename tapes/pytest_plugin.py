@@ -98,8 +98,9 @@ class Tape:
     recording: bool
     server: list[str] | None
     upstream: str | None
-    record_flags: list[str]  # for `tapes record`, stdio or HTTP
-    redact_header_flags: list[str]  # for `tapes record --upstream` too
+    hook_flags: list[str]  # --before-record, for `tapes record`
+    redact_path_flags: list[str]  # for `tapes record` and a new-episodes replay, stdio or HTTP
+    redact_header_flags: list[str]  # and these over HTTP
     control: ReplayControl
     control_flags: list[str]  # the same, as `tapes replay` flags
     report_path: Path
@@ -110,6 +111,10 @@ class Tape:
         # the scratch keeps the cassette's suffix: the format follows the name
         rerecording = self.mode in ("all", "rewrite")
         self.writing_to = self.path.with_name(f"{self.path.stem}.recording{self.path.suffix}") if rerecording else self.path
+
+    @property
+    def record_flags(self) -> list[str]:
+        return [*self.hook_flags, *self.redact_path_flags]
 
     @property
     def http_record_flags(self) -> list[str]:
@@ -127,7 +132,8 @@ class Tape:
             if not self.server:
                 pytest.fail(f"cannot add new episodes to {self.path}: the tape marker names no server=[...] command",
                             pytrace=False)
-            return [*replay, "--new-episodes", "--", *self.server]  # the replay flags carry the hook
+            # the replay flags carry the hook
+            return [*replay, "--new-episodes", *self.redact_path_flags, "--", *self.server]
         return replay
 
     @property
@@ -239,7 +245,7 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
     hook = asked.get("before_record") or settings.before_record
     path_flags, header_flags = _redaction_flags(asked, settings)
     handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
-                  [*(["--before-record", hook] if hook else []), *path_flags], header_flags, *_control(asked, settings),
+                  ["--before-record", hook] if hook else [], path_flags, header_flags, *_control(asked, settings),
                   tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
     with ExitStack() as stack:
         if asked.get("freeze_time") and not recording:
