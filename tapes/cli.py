@@ -238,7 +238,7 @@ def replay(
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
     new_episodes = new_episodes or record_mode == "new_episodes"
-    if (redact_headers or redact_paths) and not (record_mode in ("once", "all", "rewrite") or new_episodes):
+    if (redact_headers or redact_paths) and not (record_mode or new_episodes):  # `none`: the same command line
         raise UserError("--redact-header and --redact-path apply to what is recorded: add --record-mode or "
                         "--new-episodes")
     if redact_headers and not over_http:
@@ -253,6 +253,10 @@ def replay(
             _record_in_place_of_replay(cassette, upstream if over_http else None, list(server_command), listen,
                                        before_record, rules)
         real_server = None  # the cassette exists: replay it, the real server stays unused
+        upstream, server_command = None, ()
+    elif record_mode == "none":
+        # One command line for every mode (only TAPES_RECORD_MODE changes): the real server is not used
+        real_server = None
         upstream, server_command = None, ()
     if new_episodes != bool(real_server) or (over_http and server_command):
         raise UserError("--new-episodes needs the real server: its command after -- (stdio) or --upstream URL "
