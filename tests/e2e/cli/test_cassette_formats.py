@@ -15,7 +15,7 @@ import anyio
 from tapes.cassette.store import load, loads
 
 from tests.support.flows import connect
-from tests.support.http_peers import notes_over_http
+from tests.support.http_peers import Recorder, notes_over_http
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import Process
 
@@ -98,3 +98,19 @@ def test_export_and_import_follow_the_name_and_write_to_stdout(tmp_path: Path) -
     piped = subprocess.run(f"{shlex.join([*TAPES, 'export', str(source), '-o', '-'])} | head -c 10",
                            shell=True, capture_output=True, timeout=60)
     assert (piped.stdout, piped.stderr) == (twin.read_bytes()[:10], b"")  # a reader that leaves early: no noise
+
+
+def test_an_http_recording_named_jsonl_is_json_lines_with_its_labels(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.jsonl"
+    with notes_over_http() as upstream:
+        recorder = Recorder(cassette, upstream)
+
+        async def list_tools() -> list[str]:
+            async with connect(recorder.url) as client:
+                return [tool.name for tool in (await client.list_tools()).tools]
+
+        assert "add_note" in anyio.run(list_tools)
+        recorded = recorder.stop()
+    header = json.loads(cassette.read_text(encoding="utf-8").splitlines()[0])
+    assert header["mcp-tapes"] == 1 and header["labels"]["protocol_version"] == recorded.protocol_version
+    assert all(round(frame.t, 3) == frame.t for frame in recorded.frames)
