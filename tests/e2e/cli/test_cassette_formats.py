@@ -114,3 +114,10 @@ def test_an_http_recording_named_jsonl_is_json_lines_with_its_labels(tmp_path: P
     header = json.loads(cassette.read_text(encoding="utf-8").splitlines()[0])
     assert header["mcp-tapes"] == 1 and header["labels"]["protocol_version"] == recorded.protocol_version
     assert all(round(frame.t, 3) == frame.t for frame in recorded.frames)
+
+
+def test_view_writes_its_page_to_stdout_with_o_dash(tmp_path: Path) -> None:
+    done = subprocess.run([*TAPES, "view", str(CASSETTES / "notes-stdio-2025-11-25.tape"), "-o", "-"],
+                          capture_output=True, timeout=60, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.startswith(b"<!doctype html>") and list(tmp_path.iterdir()) == []
