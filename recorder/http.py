@@ -158,7 +158,8 @@ class _CassetteSink:
         self._writer: CassetteWriter | None = None
         try:
             # raises CassetteError (a UserError) if it cannot be opened
-            self._writer = CassetteWriter(sys.stdout.buffer, header, jsonl=True) if output == STDOUT else CassetteWriter(output, header)
+            self._writer = (CassetteWriter(sys.stdout.buffer, header, jsonl=True) if output == STDOUT
+                            else CassetteWriter(output, header))
         except OSError as error:
             self._fail(error)
         self._framer = HttpFramer(redactor)
@@ -220,7 +221,7 @@ class _CassetteSink:
         """Say at once that the recording stopped; the proxy goes on, and the exit code will say so."""
         self.failed = True
         reason = error if isinstance(error, str) else error.strerror or str(error)
-        print(f"tapes: error: {recording_stopped(self._output, reason)}", file=sys.stderr, flush=True)
+        print(f"tapes: error: {recording_stopped("stdout" if self._output == STDOUT else self._output, reason)}", file=sys.stderr, flush=True)
 
     def handle(self, what: str, t: float, exchange: int, *rest: Any) -> list[Any]:
         framer = self._framer
