@@ -221,7 +221,8 @@ class _CassetteSink:
         """Say at once that the recording stopped; the proxy goes on, and the exit code will say so."""
         self.failed = True
         reason = error if isinstance(error, str) else error.strerror or str(error)
-        print(f"tapes: error: {recording_stopped("stdout" if self._output == STDOUT else self._output, reason)}", file=sys.stderr, flush=True)
+        where = "stdout" if self._output == STDOUT else self._output
+        print(f"tapes: error: {recording_stopped(where, reason)}", file=sys.stderr, flush=True)
 
     def handle(self, what: str, t: float, exchange: int, *rest: Any) -> list[Any]:
         framer = self._framer
