@@ -10,6 +10,7 @@ import pytest
 
 from tapes.cassette.store import load
 
+from tests.support.http_peers import notes_over_http
 from tests.support.paths import CASSETTES
 
 WEATHER = [sys.executable, str(CASSETTES / "example" / "weather_server.py")]
@@ -80,3 +81,39 @@ def test_a_bad_redaction_argument_is_one_line(pytester: pytest.Pytester, marker:
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([expected])
     assert "Traceback" not in result.stdout.str()
+
+
+NOTES_WITH_A_TENANT = """
+import anyio, httpx2, pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+async def add(url):
+    http = httpx2.AsyncClient(headers={{"X-Tenant": "acme-7731"}}, timeout=60)
+    async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as client:
+        return (await client.call_tool("add_note", {{"title": "deploy", "text": "hunter2"}})).structured_content
+
+@pytest.mark.tape(upstream={upstream!r}, redact_headers=["X-Tenant"], redact_paths=["params.arguments.text"])
+def test_notes(tape_url):
+    assert anyio.run(add, tape_url)["title"] == "deploy"
+"""
+
+
+def test_redaction_from_the_marker_reaches_an_http_recording_named_by_tool_tapes(pytester: pytest.Pytester) -> None:
+    def run_notes(mode: str, upstream: str = "http://127.0.0.1:9/mcp") -> pytest.RunResult:
+        pytester.makepyfile(test_notes=NOTES_WITH_A_TENANT.format(upstream=upstream))
+        pytester.makefile(".toml", pyproject='[tool.tapes]\nformat = "jsonl"\n')
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--tape-record-mode={mode}")
+
+    with notes_over_http() as upstream:
+        run_notes("once", upstream).assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_notes" / "test_notes.jsonl"
+    content = cassette.read_text(encoding="utf-8")
+    assert json.loads(content.splitlines()[0])["transport"] == "http"
+    frames = load(cassette).frames
+    assert "acme-7731" not in content
+    assert not any("hunter2" in str(frame.message) for frame in frames if frame.from_client)
+    tenants = {value for frame in frames if frame.info and "headers" in frame.info
+               for name, value in frame.info["headers"] if name.lower() == "x-tenant"}
+    assert tenants == {"<redacted:1>"}
+    run_notes("none").assert_outcomes(passed=1)  # offline: the redacted request still matches

@@ -121,3 +121,13 @@ def test_view_writes_its_page_to_stdout_with_o_dash(tmp_path: Path) -> None:
                           capture_output=True, timeout=60, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, b"")
     assert done.stdout.startswith(b"<!doctype html>") and list(tmp_path.iterdir()) == []
+
+
+def test_redact_writes_json_lines_to_stdout_and_its_listing_to_stderr(tmp_path: Path) -> None:
+    done = subprocess.run([*TAPES, "redact", str(CASSETTES / "notes-stdio-2025-11-25.tape"), "-o", "-",
+                           "--redact-path", "params.arguments.text"], capture_output=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    redacted = loads(done.stdout, "stdout")
+    assert redacted.header.redaction[-1] == "json:params.arguments.text"
+    assert done.stderr.decode().startswith("tapes redact: wrote stdout\n  json params.arguments.text: ")
+    assert list(tmp_path.iterdir()) == []
