@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
+from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import load
 
 from tests.support.http_peers import notes_over_http
@@ -106,6 +107,10 @@ def test_rewrite_records_over_anything_and_leaves_no_cassette_when_the_test_fail
     assert not list(cassette(pytester).parent.iterdir())
 
 
+def messages(frames: list[Frame]) -> list[Frame]:
+    return [frame for frame in frames if frame.kind is Kind.MESSAGE]
+
+
 def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: pytest.Pytester) -> None:
     run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
     before = load(cassette(pytester)).frames
@@ -115,7 +120,10 @@ def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: py
     after = load(cassette(pytester)).frames
     # the Lima call and what followed it took the place of the recorded Paris continuation
     assert any("Lima" in str(frame.message) for frame in after)
-    assert not any("Paris" in str(frame.message) for frame in after) and len(after) == len(before)
+    assert not any("Paris" in str(frame.message) for frame in after)
+    # as many messages as before: the episode's took the place of the replaced ones (the real
+    # server's stderr lines may land on either side of the warm-up, so they are not counted)
+    assert len(messages(after)) == len(messages(before))
     # from now on the session replays offline, nothing unused, and nothing is added any more
     run(pytester, "--tape-record-mode=none", source=lima).assert_outcomes(passed=1)
     run(pytester, "--tape-record-mode=new_episodes", source=lima).assert_outcomes(passed=1)
