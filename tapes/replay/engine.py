@@ -20,7 +20,7 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
 from enum import StrEnum
 from typing import Any
@@ -30,6 +30,7 @@ from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
+from tapes.replay.polls import Polls, is_poll, subject
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
@@ -66,9 +67,22 @@ class ReplayEngine:
         race: Race = Race.RECORDED,
         repeats: Repeats = Repeats.IN_ORDER,
         remember_played: bool = False,
+        polls: Polls = Polls.LATEST,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """`clock`: the live time in recorded seconds (the timing's speed applied), when the replay
+        follows the recorded clock; polls then advance on it (tapes.replay.polls)."""
         with gc_paused():  # millions of new containers for a big recording, none of them garbage
             self._build(frames, matcher, race, repeats, remember_played)
+        self._polls = polls
+        self._clock = clock
+        self._poll_anchors: dict[Hashable, tuple[float, float]] = {}  # poll key -> (live clock, recorded time) of its first poll
+        self._polls_about: dict[Any, list[Interaction]] = defaultdict(list)  # task id -> its recorded polls
+        for interaction in self._interactions:
+            if is_poll(interaction.request["method"]):
+                task = subject(interaction.request["method"], interaction.request.get("params"))
+                if task is not None:
+                    self._polls_about[task].append(interaction)
 
     def _build(
         self, frames: Sequence[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool
@@ -264,9 +278,10 @@ class ReplayEngine:
 
     def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
         key = self._matcher.key(request["method"], request.get("params"))
-        interaction = self._take(key, request)
+        polled = self._polls is Polls.LATEST and is_poll(request["method"])
+        interaction = self._take_poll(key, request) if polled else self._take(key, request)
         if interaction is None:
-            previous = self._last_played(key, request) if self._repeats is Repeats.ALLOW else None
+            previous = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
             if previous is not None:
                 self._resent += self._repeat(previous, request)
                 return previous.client_items[0], []
@@ -278,7 +293,54 @@ class ReplayEngine:
         self._played[key].append(interaction)
         self._go_live(interaction, request)
         self._consume(interaction.client_items[0])
+        if self._polls is Polls.LATEST:
+            self._skip_polls_before(interaction)
         return interaction.client_items[0], []
+
+    def _take_poll(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
+        """The recorded poll this live one plays: the next one, or on the recorded clock the newest
+        one it has reached; None when the last played one is to be answered again (the live
+        client polls more often). The unplayed polls before the one taken are skipped."""
+        unplayed = [i for i in self._requests.get(key, []) if self._matcher.accepts(i.request, request)]
+        if not unplayed:
+            return None
+        chosen = unplayed[0]
+        if self._clock is not None:
+            now = self._clock()
+            live_start, recorded_start = self._poll_anchors.setdefault(key, (now, self._recorded_time(chosen)))
+            reached = [i for i in unplayed if self._recorded_time(i) <= recorded_start + now - live_start]
+            if not reached and self._played.get(key):
+                return None
+            chosen = reached[-1] if reached else chosen
+        for skipped in unplayed[: unplayed.index(chosen)]:
+            self._skip_poll(skipped)
+        self._requests[key].remove(chosen)
+        return chosen
+
+    def _skip_polls_before(self, interaction: Interaction) -> None:
+        """A live message about a task (its tasks/result, another poll) moves the recording past
+        the polls of that task recorded before it, which the live client never made."""
+        task = subject(interaction.request["method"], interaction.request.get("params"))
+        for poll in self._polls_about.get(task, ()) if task is not None else ():
+            if poll.frame_seq >= interaction.frame_seq:
+                break
+            if not poll.matched:
+                self._skip_poll(poll)
+
+    def _skip_poll(self, poll: Interaction) -> None:
+        """A recorded poll the live client did not make: nothing of it goes out, what waited for it
+        (a status notification tied to no request) does, and it is not reported unused. A later
+        poll may be answered with its state."""
+        poll.matched = poll.withheld = True
+        key = self._key(poll.request)
+        self._requests[key].remove(poll)
+        self._played[key].append(poll)  # a state the recording reached: a later poll may get it again
+        self._played_out(poll)
+        self._report.skipped += 1
+        self._consume(poll.client_items[0])
+
+    def _recorded_time(self, interaction: Interaction) -> float:
+        return self._item_frames[interaction.client_items[0]].t
 
     def _take(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
         """The recorded request this live one plays, taken off the unplayed ones."""
@@ -312,6 +374,7 @@ class ReplayEngine:
     def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
         """Answer a repeated request as its last played match was answered, under the new ids."""
         self._go_live(interaction, request)
+        interaction.withheld = False  # a skipped poll's state, now asked for
         self._report.repeated += 1
         return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 

@@ -70,7 +70,8 @@ class Unmatched:
 @dataclass
 class Report:
     played: int = 0  # recorded server frames released
-    repeated: int = 0  # requests answered again under Repeats.ALLOW
+    repeated: int = 0  # requests answered again under Repeats.ALLOW, and polls answered again
+    skipped: int = 0  # recorded polls the live client did not make (it polled less often)
     unmatched: list[Unmatched] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)  # recorded client requests never received
     recorded: int = 0  # frames a new episode added to the cassette (record mode new_episodes)
@@ -85,6 +86,7 @@ class Report:
         return {
             "played": self.played,
             "repeated": self.repeated,
+            "skipped": self.skipped,
             "unmatched": [{"summary": miss.summary, "reason": miss.reason} for miss in self.unmatched],
             "unused": self.unused,
             "recorded": self.recorded,
@@ -97,6 +99,8 @@ class Report:
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
         if self.repeated:
             counts += f", {self.repeated} repeated"
+        if self.skipped:
+            counts += f", {self.skipped} recorded poll{'' if self.skipped == 1 else 's'} skipped"
         if self.recorded:
             counts += f", {self.recorded} new frames recorded from the real server"
         if self.replaced:
@@ -111,6 +115,7 @@ class Report:
     def merge(self, other: Report) -> None:
         self.played += other.played
         self.repeated += other.repeated
+        self.skipped += other.skipped
         self.recorded += other.recorded
         self.unmatched += other.unmatched
         self.unused += other.unused
