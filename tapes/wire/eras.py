@@ -11,6 +11,8 @@ STATELESS_VERSION = "2026-07-28"  # from here on: no initialize, no sessions, st
 STATELESS_ERAS = (STATELESS_VERSION,)
 STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # stateless eras: in every request's _meta
 
+TASK_ERAS = ("2025-11-25",)  # tasks: task-augmented requests, tasks/get|result|list|cancel, notifications/tasks/status
+
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """The param a request's `Mcp-Name` header mirrors (2026-07-28), which is also what it is about."""
 

@@ -1,0 +1,39 @@
+"""Re-record the committed cassettes of polled exchanges (2025-11-25) from the real peers, with their
+JSON Lines twins beside them. Run from the repository: `python -m tests.support.make_polled_cassettes`.
+
+- everything-tasks-stdio-2025-11-25: the TypeScript SDK client runs server-everything's
+  simulate-research-query as a task over stdio, polling tasks/get every RECORDED_POLL_MS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from tapes.cassette.store import Cassette, load, save
+
+from tests.support.paths import CASSETTES, EVERYTHING_JS, ROOT, TAPES
+from tests.support.task_peers import run_task_client
+
+RECORDED_POLL_MS = 500
+TASKS_STDIO = CASSETTES / "everything-tasks-stdio-2025-11-25.tape"
+
+
+def record_tasks_stdio() -> Path:
+    run_task_client(RECORDED_POLL_MS, [*TAPES, "record", "-o", str(TASKS_STDIO), "--", "node", str(EVERYTHING_JS), "stdio"])
+    return TASKS_STDIO
+
+
+def main() -> None:
+    for path in [record_tasks_stdio()]:
+        cassette = load(path)
+        command = [str(Path(part).relative_to(ROOT)) if part.startswith(str(ROOT)) else part
+                   for part in cassette.header.server["command"]]
+        cassette = Cassette(replace(cassette.header, server={"command": command}), cassette.frames)
+        save(cassette, path)
+        save(cassette, path.with_suffix(".jsonl"), jsonl=True)
+        print(f"{path.relative_to(ROOT)}: {len(cassette.frames)} frames, protocol {cassette.protocol_version}")
+
+
+if __name__ == "__main__":
+    main()
