@@ -31,6 +31,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import Polls, is_poll, subject
+from tapes.wire.eras import SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
@@ -207,12 +208,13 @@ class ReplayEngine:
         """The live client closed the response stream of a recorded exchange before its end. At
         2026-07-28 that is how Streamable HTTP cancels the requests the exchange carries: nothing
         more goes out for them. Under Race.RECORDED a close the recording does not have is a miss,
-        as an unrecorded notifications/cancelled is."""
+        as an unrecorded notifications/cancelled is; a long-lived request's stream (subscriptions/listen)
+        is the client's to close whenever it likes."""
         for interaction in self._channel_interactions.get(channel, ()):
             if interaction.withheld:
                 continue
             interaction.withheld = True
-            if self._race is Race.RECORDED and channel not in self._closed_by_client:
+            if self._race is Race.RECORDED and channel not in self._closed_by_client and not interaction.long_lived:
                 self._miss(f"closing the stream of {interaction.request['method']} id {interaction.live_id!r}",
                            "the recording has no cancellation of it")
 
@@ -266,9 +268,9 @@ class ReplayEngine:
         elif item["method"] == "notifications/cancelled":
             live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
-            if interaction is not None and self._race is Race.CANCEL_WINS:
+            if interaction is not None and (self._race is Race.CANCEL_WINS or interaction.long_lived):
                 interaction.withheld = True
-                if not interaction.cancel_items:  # unrecorded, but this policy always honours a cancel
+                if not interaction.cancel_items:  # unrecorded, but this policy (or a stream's end) is always honoured
                     return None, []
             recorded = self._cancels.get(interaction) if interaction is not None else None
             miss = (f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
@@ -466,12 +468,23 @@ class ReplayEngine:
         return Action(frame, encode(message), gap)
 
 
+def _resubscribed(item: dict[str, Any], live_id: Any) -> dict[str, Any]:
+    """A subscriptions/listen stream's message with the live listen id as its subscription id."""
+    member = "result" if "result" in item else "params"
+    body = item.get(member)
+    if not isinstance(body, dict) or not isinstance(body.get("_meta"), dict) or SUBSCRIPTION_ID_KEY not in body["_meta"]:
+        return item
+    return {**item, member: {**body, "_meta": {**body["_meta"], SUBSCRIPTION_ID_KEY: live_id}}}
+
+
 def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, Any] | None:
     if owner is None:
         return item
     if owner.withheld:
         return None
     kind = classify(item)
+    if owner.long_lived and owner.live_id != owner.recorded_id:
+        item = _resubscribed(item, owner.live_id)
     if kind in (MessageType.RESULT, MessageType.ERROR) and item["id"] == owner.recorded_id:
         return {**item, "id": owner.live_id} if item["id"] != owner.live_id else item
     if kind is MessageType.NOTIFICATION and item["method"] == "notifications/progress":
