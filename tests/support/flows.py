@@ -39,6 +39,7 @@ __all__ = [
     "dump",
     "everything_flow",
     "feed_flow",
+    "sse_polling_flow",
     "notes_flow",
 ]
 
@@ -357,3 +358,12 @@ async def feed_flow(server: Sequence[str] | str, *, leave_early: bool = False, t
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def sse_polling_flow(url: str, *, cycles: int = 3, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """tests/servers/resumable_server.py's cycles(n) at 2025-11-25: the server closes the call's SSE
+    stream after each progress notification and the client polls back with Last-Event-ID after
+    the `retry` interval, `cycles` times. Returns the tool result and the progress values seen."""
+    with anyio.fail_after(timeout):
+        async with connect(url, mode="legacy", timeout=timeout) as client:
+            return await _call_with_progress(client, "cycles", {"n": cycles})

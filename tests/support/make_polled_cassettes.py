@@ -7,6 +7,9 @@ JSON Lines twins beside them. Run from the repository: `python -m tests.support.
 - feed-stdio-2026-07-28, feed-http-2026-07-28: the Python SDK client follows tests/servers/feed_server.py
   through subscriptions/listen (tests.support.flows.feed_flow): events, a close by the server, a
   close by the client.
+- resumable-polling-http-2025-11-25: the Python SDK client calls tests/servers/resumable_server.py's
+  cycles(3): the server closes the SSE stream three times, the client polls back with Last-Event-ID
+  after each `retry` interval (tests.support.flows.sse_polling_flow).
 """
 
 from __future__ import annotations
@@ -15,15 +18,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 
 from tapes.cassette.store import Cassette, load, save
 
-from tests.support.flows import feed_flow
-from tests.support.http_peers import Recorder, start_everything, start_feed
+from tests.support.flows import feed_flow, sse_polling_flow
+from tests.support.http_peers import Recorder, start_everything, start_feed, start_resumable
 from tests.support.make_http_cassettes import STABLE_URL, stable_host
 from tests.support.paths import CASSETTES, EVERYTHING_JS, FEED_SERVER, ROOT, TAPES
+from tests.support.processes import Process
 from tests.support.task_peers import run_task_client
 
 RECORDED_POLL_MS = 500
@@ -31,7 +37,8 @@ TASKS_STDIO = CASSETTES / "everything-tasks-stdio-2025-11-25.tape"
 TASKS_HTTP = CASSETTES / "everything-tasks-http-2025-11-25.tape"
 FEED_STDIO = CASSETTES / "feed-stdio-2026-07-28.tape"
 FEED_HTTP = CASSETTES / "feed-http-2026-07-28.tape"
-FEED_STABLE_URL = "http://127.0.0.1:8000/mcp"
+SDK_STABLE_URL = "http://127.0.0.1:8000/mcp"  # where the Python SDK serves by default
+SSE_POLLING = CASSETTES / "resumable-polling-http-2025-11-25.tape"
 
 
 def record_tasks_stdio() -> Path:
@@ -59,20 +66,30 @@ def record_feed_stdio() -> Path:
 
 
 def record_feed_http() -> Path:
-    server, url = start_feed()
+    return _record_http(FEED_HTTP, start_feed, feed_flow)
+
+
+def record_sse_polling() -> Path:
+    return _record_http(SSE_POLLING, start_resumable, sse_polling_flow)
+
+
+def _record_http(path: Path, start: Callable[[], tuple[Process, str]], flow: Callable[[str], Awaitable[Any]]) -> Path:
+    """Run `flow` against a Python SDK test server through `tapes record --upstream`; the cassette
+    shows the server at a stable address, not this run's free port."""
+    server, url = start()
     try:
-        recorder = Recorder(FEED_HTTP, url)
-        anyio.run(feed_flow, recorder.url)
+        recorder = Recorder(path, url)
+        anyio.run(flow, recorder.url)
         cassette = recorder.stop()
     finally:
         server.stop()
-    save(Cassette(replace(cassette.header, server={"url": FEED_STABLE_URL}),
-                  [stable_host(frame, url, FEED_STABLE_URL) for frame in cassette.frames]), FEED_HTTP)
-    return FEED_HTTP
+    save(Cassette(replace(cassette.header, server={"url": SDK_STABLE_URL}),
+                  [stable_host(frame, url, SDK_STABLE_URL) for frame in cassette.frames]), path)
+    return path
 
 
 def main() -> None:
-    for path in [record_tasks_stdio(), record_tasks_http(), record_feed_stdio(), record_feed_http()]:
+    for path in [record_tasks_stdio(), record_tasks_http(), record_feed_stdio(), record_feed_http(), record_sse_polling()]:
         cassette = load(path)
         if "command" in cassette.header.server:
             command = [Path(part).name if part == sys.executable else
