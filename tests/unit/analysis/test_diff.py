@@ -12,7 +12,7 @@ from tapes.cassette.store import Cassette, load
 from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
 from tapes.analysis.normalize import Noise
 
-from tests.support.messages import req, res
+from tests.support.messages import note, req, res
 from tests.support.paths import CASSETTES
 from tests.support.recordings import handshake, stdio_cassette
 
@@ -117,6 +117,28 @@ def test_a_removed_request_and_a_result_turned_error_are_breaking() -> None:
     assert [(change.kind, change.subject, change.severity) for change in report.changes] == [
         ("changed", "tools/call a", BREAKING), ("removed", "tools/call b", BREAKING)]
     assert report.exit_code("breaking") == 1
+
+
+def polled_task(task_id: str, states: list[str], final: str = "report") -> list[tuple[str, Any]]:
+    """A tool run as a task: its creation, a poll per state (status notifications between), its result."""
+    messages = [("c", req(2, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 1000}})),
+                ("s", res(2, {"task": {"taskId": task_id, "status": "working"}}))]
+    for number, state in enumerate(states, start=3):
+        messages += [("s", note("notifications/tasks/status", {"taskId": task_id, "status": state})),
+                     ("c", req(number, "tasks/get", {"taskId": task_id})), ("s", res(number, {"taskId": task_id, "status": state}))]
+    return messages + [("c", req(99, "tasks/result", {"taskId": task_id})),
+                       ("s", res(99, {"content": [{"type": "text", "text": final}]}))]
+
+
+def test_a_different_number_of_polls_and_fresh_task_ids_are_not_differences() -> None:
+    old = stdio_cassette(*handshake("2025-11-25"), *polled_task("a1f3", ["working", "working", "working", "completed"]))
+    new = stdio_cassette(*handshake("2025-11-25"), *polled_task("77c0", ["working", "completed"]))
+    assert diff_cassettes(old, new).same
+    # what the polls end on, and the task's result, still are
+    failed = stdio_cassette(*handshake("2025-11-25"), *polled_task("77c0", ["working", "failed"], final="boom"))
+    report = diff_cassettes(old, failed)
+    assert [(change.subject, [delta.path for delta in change.deltas]) for change in report.changes] == [
+        ("tasks/get", ["/outcome/result/status"]), ("tasks/result", ["/outcome/result/content/0/text"])]
 
 
 def test_ignored_paths_take_out_what_a_test_declares_volatile() -> None:
