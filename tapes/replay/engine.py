@@ -77,6 +77,8 @@ class ReplayEngine:
             self._build(frames, matcher, race, repeats, remember_played)
         self._polls = polls
         self._clock = clock
+        self._played_opens: dict[tuple[Any, Any, str | None], ItemKey] = {}  # resumptions played, by (method, target, Last-Event-ID)
+        self._channel_server_items: dict[str, list[ServerItem]] = {}  # ... and what their exchange carried, once asked again
         self._poll_anchors: dict[Hashable, tuple[float, float]] = {}  # poll key -> (live clock, recorded time) of its first poll
         self._polls_about: dict[Any, list[Interaction]] = defaultdict(list)  # task id -> its recorded polls
         for interaction in self._interactions:
@@ -197,12 +199,29 @@ class ReplayEngine:
         """An HTTP request without a body (a GET stream, a DELETE) to `target` (path and query):
         it plays the first unplayed recorded exchange with that method, target and Last-Event-ID,
         if there is one."""
-        recorded = self._opens.get((method, target, last_event_id))
+        opening = (method, target, last_event_id)
+        recorded = self._opens.get(opening)
         if not recorded:
-            return Reception([])
+            return self._poll_back_again(opening)
         key = recorded.popleft()
         self._consume(key)
+        if last_event_id is not None:
+            self._played_opens[opening] = key
         return Reception(self._release(), channel=self._item_frames[key].channel)
+
+    def _poll_back_again(self, opening: tuple[Any, Any, str | None]) -> Reception:
+        """A resumption by Last-Event-ID the recording has fewer of (2025-11-25 SSE polling: the live
+        client polls back more often): under Polls.LATEST it is answered as the last recorded one
+        from that event was, on a fresh copy of its exchange."""
+        again = self._played_opens.get(opening) if self._polls is Polls.LATEST else None
+        if again is None:
+            return Reception([])
+        channel = self._item_frames[again].channel
+        if channel not in self._channel_server_items:
+            self._channel_server_items[channel] = [item for item in self._index.server_items if item.frame.channel == channel]
+        actions = [action for item in self._channel_server_items[channel] if (action := self._restamp(item)) is not None]
+        self._report.repeated += 1
+        return Reception(actions, channel=channel, repeated=len(actions))
 
     def close_stream(self, channel: str) -> None:
         """The live client closed the response stream of a recorded exchange before its end. At

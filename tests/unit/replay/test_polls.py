@@ -4,6 +4,7 @@ or unused requests; the exact policy keeps the recorded count."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tapes.replay.engine import ReplayEngine
@@ -12,7 +13,7 @@ from tapes.replay.outcomes import NO_MATCH
 from tapes.replay.polls import Polls
 
 from tests.support.messages import note, req, res
-from tests.support.recordings import recording, send
+from tests.support.recordings import Recording, recording, send
 
 TASK = {"taskId": "t-1"}
 
@@ -132,3 +133,26 @@ def test_on_the_recorded_clock_a_slow_poller_skips_states_and_a_fast_one_repeats
 def test_the_polls_policy_is_built_from_its_name() -> None:
     assert ReplayControl.build(polls="exact").polls is Polls.EXACT
     assert ReplayControl.build().polls is Polls.LATEST
+
+
+def test_an_sse_stream_polled_back_again_from_the_same_event_is_continued_as_recorded() -> None:
+    r = Recording()
+    r.post(1, req(2, "tools/call", {"name": "cycles"}, token=2), session="s1")
+    r.head(1, 200)
+    r.event(1, "2/1", None)  # priming, then the server closes the stream
+    r.end(1)
+    r.get(2, "s1", last_event_id="2/1")
+    r.head(2, 200)
+    r.event(2, "2/2", res(2, "cycled"))
+    r.end(2)
+    engine = ReplayEngine(r.frames)
+    engine.receive(json.dumps(req(7, "tools/call", {"name": "cycles"}, token=7)).encode())
+    first = engine.open("GET", "/mcp", "2/1")
+    again = engine.open("GET", "/mcp", "2/1")  # the live client came back once more than recorded
+    assert first.channel == again.channel == "http:2" and again.repeated == len(again.actions) == 3
+    assert [json.loads(a.payload) for a in again.actions if a.frame.message is not None] == [res(7, "cycled")]
+    assert engine.report.clean and engine.report.repeated == 1
+    exact = ReplayEngine(r.frames, polls=Polls.EXACT)
+    exact.receive(json.dumps(req(7, "tools/call", {"name": "cycles"}, token=7)).encode())
+    exact.open("GET", "/mcp", "2/1")
+    assert exact.open("GET", "/mcp", "2/1").channel is None
