@@ -30,7 +30,7 @@ from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
-from tapes.replay.polls import Polls, is_poll, subject
+from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.wire.eras import SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
@@ -81,6 +81,12 @@ class ReplayEngine:
         self._channel_server_items: dict[str, list[ServerItem]] = {}  # ... and what their exchange carried, once asked again
         self._poll_anchors: dict[Hashable, tuple[float, float]] = {}  # poll key -> (live clock, recorded time) of its first poll
         self._polls_about: dict[Any, list[Interaction]] = defaultdict(list)  # task id -> its recorded polls
+        # Tasks the client runs for the server (a task-augmented sampling/createMessage): the live
+        # client names them afresh, and the server's tasks/get and tasks/result carry the live name.
+        self._client_tasks: dict[Any, Any] = {}  # recorded task id -> the live one
+        # ... and the client's status notifications about them: when it sends them is its clock's
+        # business, so they are taken in order, and one more than recorded is no miss
+        self._task_statuses = deque(key for key, item in self._index.notifications if item["method"] == TASK_STATUS)
         for interaction in self._interactions:
             if is_poll(interaction.request["method"]):
                 task = subject(interaction.request["method"], interaction.request.get("params"))
@@ -288,6 +294,12 @@ class ReplayEngine:
         if kind in (MessageType.RESULT, MessageType.ERROR):
             recorded = self._answers.get(item["id"])
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
+            if recorded:
+                self._learn_client_task(items(self._item_frames[recorded[0]].message)[recorded[0][1]], item)
+        elif item["method"] == TASK_STATUS:
+            if not self._task_statuses:
+                return None, []
+            recorded, miss = self._task_statuses, (TASK_STATUS, "")
         elif item["method"] == "notifications/cancelled":
             live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
@@ -306,6 +318,12 @@ class ReplayEngine:
         key = recorded.popleft()
         self._consume(key)
         return key, []
+
+    def _learn_client_task(self, recorded: dict[str, Any], live: dict[str, Any]) -> None:
+        """The client answered a server request with a task: the recorded task is the live one now."""
+        recorded_task, live_task = _task_id(recorded), _task_id(live)
+        if recorded_task is not None and live_task is not None and recorded_task != live_task:
+            self._client_tasks[recorded_task] = live_task
 
     def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
         key = self._matcher.key(request["method"], request.get("params"))
@@ -480,6 +498,8 @@ class ReplayEngine:
         out = []
         for item, owner in zip(items(frame.message), server_item.owners, strict=True):
             new = _restamp_item(item, owner)
+            if new is not None and self._client_tasks:
+                new = _with_client_task(new, self._client_tasks)
             changed = changed or new is not item
             if new is not None:
                 out.append(new)
@@ -489,6 +509,23 @@ class ReplayEngine:
             return Action(frame, server_item.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
         return Action(frame, encode(message), gap)
+
+
+def _task_id(answer: dict[str, Any]) -> Any:
+    """The id of the task an answer created (a CreateTaskResult), if it created one."""
+    result = answer.get("result")
+    task = result.get("task") if isinstance(result, dict) else None
+    task_id = task.get("taskId") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
+
+
+def _with_client_task(item: dict[str, Any], live_tasks: dict[Any, Any]) -> dict[str, Any]:
+    """A server request about a task the client runs, naming the live task."""
+    params = item.get("params")
+    if "id" not in item or not isinstance(params, dict) or not isinstance(params.get("taskId"), str) \
+            or params["taskId"] not in live_tasks:
+        return item
+    return {**item, "params": {**params, "taskId": live_tasks[params["taskId"]]}}
 
 
 def _resubscribed(item: dict[str, Any], live_id: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ POLL_METHODS = frozenset({"tasks/get"})
 """Requests that only read a state that moves on by itself."""
 
 TASK_PARAM = "taskId"
+TASK_STATUS = "notifications/tasks/status"
 
 
 class Polls(StrEnum):

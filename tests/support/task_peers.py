@@ -1,5 +1,6 @@
-"""The TypeScript SDK client that runs a tool as a 2025-11-25 task and polls it on its own clock
-(tests/peers/task_client.mjs)."""
+"""The TypeScript SDK clients of 2025-11-25 tasks: one runs a tool as a task and polls it on its own
+clock (tests/peers/task_client.mjs), one runs the server's sampling requests as tasks the server
+polls (tests/peers/sampling_task_client.mjs)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tapes.cassette.store import load
 from tests.support.paths import PEERS
 
 TASK_CLIENT = PEERS / "task_client.mjs"
+SAMPLING_TASK_CLIENT = PEERS / "sampling_task_client.mjs"
 RESEARCH = ("simulate-research-query", {"topic": "tides"})
 
 
@@ -22,6 +24,14 @@ def run_task_client(poll_ms: int, server: list[str], tool: str = RESEARCH[0],
     the statuses it polled (`statuses`) and the task's result (`result`)."""
     target = server if server[:1] == ["--url"] else ["--", *server]
     done = subprocess.run(["node", str(TASK_CLIENT), str(poll_ms), tool, json.dumps(arguments), *target],
+                          capture_output=True, check=True, timeout=120)
+    return json.loads(done.stdout)
+
+
+def run_sampling_task_client(task_ms: int, server: list[str]) -> dict[str, Any]:
+    """server-everything's trigger-sampling-request-async with a client that runs the sampling
+    request as a task done after `task_ms`, against a stdio server command: the tool's `result`."""
+    done = subprocess.run(["node", str(SAMPLING_TASK_CLIENT), str(task_ms), "--", *server],
                           capture_output=True, check=True, timeout=120)
     return json.loads(done.stdout)
 

@@ -156,3 +156,28 @@ def test_an_sse_stream_polled_back_again_from_the_same_event_is_continued_as_rec
     exact.receive(json.dumps(req(7, "tools/call", {"name": "cycles"}, token=7)).encode())
     exact.open("GET", "/mcp", "2/1")
     assert exact.open("GET", "/mcp", "2/1").channel is None
+
+
+def test_the_servers_polls_of_a_task_the_client_runs_name_the_live_task() -> None:
+    sampling = {"task": {"ttl": 1000}, "messages": []}
+    frames = recording(
+        ("c", req(1, "tools/call", {"name": "sample-async"})),
+        ("s", req(0, "sampling/createMessage", sampling)),
+        ("c", res(0, {"task": {"taskId": "recorded-task", "status": "working"}})),
+        ("s", req(1, "tasks/get", {"taskId": "recorded-task"})),
+        ("c", note("notifications/tasks/status", {"taskId": "recorded-task", "status": "completed"})),
+        ("c", res(1, {"taskId": "recorded-task", "status": "completed"})),
+        ("s", req(2, "tasks/result", {"taskId": "recorded-task"})),
+        ("c", res(2, {"role": "assistant"})),
+        ("s", res(1, "sampled")),
+    )
+    engine = ReplayEngine(frames)
+    assert send(engine, req(10, "tools/call", {"name": "sample-async"})) == [req(0, "sampling/createMessage", sampling)]
+    assert send(engine, res(0, {"task": {"taskId": "live-task", "status": "working"}})) == [
+        req(1, "tasks/get", {"taskId": "live-task"})]
+    # the live client's status notifications come on its own clock: one more than recorded is no miss
+    for _ in range(2):
+        assert send(engine, note("notifications/tasks/status", {"taskId": "live-task", "status": "working"})) == []
+    assert send(engine, res(1, {"taskId": "live-task", "status": "working"})) == [req(2, "tasks/result", {"taskId": "live-task"})]
+    assert send(engine, res(2, {"role": "assistant"})) == [res(10, "sampled")]
+    assert engine.report.clean and engine.report.unused == []
