@@ -360,6 +360,9 @@ class _Builder:
             if owner is None:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], item.get("params"), message.frame.seq))
             else:
+                last = owner.asks[-1] if owner.asks else None
+                if is_poll(ask.method) and last is not None and (last.method, last.params) == (ask.method, ask.params):
+                    owner.asks.remove(last)  # the server polled the client's task again: the last answer tells
                 owner.asks.append(ask)
                 owner.seqs.append(message.frame.seq)
                 _note(owner, "server→client request")

@@ -244,3 +244,18 @@ def test_transport_facts_of_a_cassette_shifted_in_time_are_unchanged() -> None:
     shifted = Cassette(replace(cassette.header, created="2030-01-01T00:00:00+00:00"),
                        [replace(frame, t=frame.t + 100) for frame in cassette.frames])
     assert diff_cassettes(cassette, shifted).same
+
+
+def test_the_servers_polls_of_a_task_the_client_runs_fold_into_the_last() -> None:
+    def session(task_id: str, states: list[str]) -> Cassette:
+        messages: list[tuple[str, Any]] = [
+            ("c", req(2, "tools/call", {"name": "sample-async", "arguments": {}})),
+            ("s", req(0, "sampling/createMessage", {"task": {"ttl": 1000}, "messages": []})),
+            ("c", res(0, {"task": {"taskId": task_id, "status": "working"}}))]
+        for number, state in enumerate(states, start=1):
+            messages += [("s", req(number, "tasks/get", {"taskId": task_id})), ("c", res(number, {"taskId": task_id, "status": state}))]
+        return stdio_cassette(*handshake("2025-11-25"), *messages, ("s", res(2, {"content": []})))
+
+    assert diff_cassettes(session("c-1", ["working", "working", "completed"]), session("c-2", ["completed"])).same
+    report = diff_cassettes(session("c-1", ["working", "completed"]), session("c-2", ["failed"]))
+    assert [delta.path for change in report.changes for delta in change.deltas] == ["/asks/1/answer/status"]
