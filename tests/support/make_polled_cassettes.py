@@ -4,9 +4,10 @@ JSON Lines twins beside them. Run from the repository: `python -m tests.support.
 - everything-tasks-stdio-2025-11-25, everything-tasks-http-2025-11-25: the TypeScript SDK client
   runs server-everything's simulate-research-query as a task (over stdio; over Streamable HTTP
   through `tapes record --upstream`), polling tasks/get every RECORDED_POLL_MS.
-- everything-sampling-task-stdio-2025-11-25: server-everything's trigger-sampling-request-async
-  with the TypeScript SDK client answering the sampling request as a task of its own
-  (tests/peers/sampling_task_client.mjs, done after CLIENT_TASK_MS): the server polls the client.
+- everything-sampling-task-stdio-2025-11-25, everything-elicitation-task-stdio-2025-11-25:
+  server-everything's trigger-sampling-request-async and trigger-elicitation-request-async with the
+  TypeScript SDK client answering the server's request as a task of its own
+  (tests/peers/client_task_client.mjs, done after CLIENT_TASK_MS): the server polls the client.
 - feed-stdio-2026-07-28, feed-http-2026-07-28: the Python SDK client follows tests/servers/feed_server.py
   through subscriptions/listen (tests.support.flows.feed_flow): events, a close by the server, a
   close by the client.
@@ -33,12 +34,13 @@ from tests.support.http_peers import Recorder, start_everything, start_feed, sta
 from tests.support.make_http_cassettes import STABLE_URL, stable_host
 from tests.support.paths import CASSETTES, EVERYTHING_JS, FEED_SERVER, ROOT, TAPES
 from tests.support.processes import Process
-from tests.support.task_peers import run_sampling_task_client, run_task_client
+from tests.support.task_peers import run_client_task_client, run_task_client
 
 RECORDED_POLL_MS = 500
 TASKS_STDIO = CASSETTES / "everything-tasks-stdio-2025-11-25.tape"
 TASKS_HTTP = CASSETTES / "everything-tasks-http-2025-11-25.tape"
-SAMPLING_TASK = CASSETTES / "everything-sampling-task-stdio-2025-11-25.tape"
+CLIENT_TASKS = {"trigger-sampling-request-async": CASSETTES / "everything-sampling-task-stdio-2025-11-25.tape",
+                "trigger-elicitation-request-async": CASSETTES / "everything-elicitation-task-stdio-2025-11-25.tape"}
 CLIENT_TASK_MS = 2500
 FEED_STDIO = CASSETTES / "feed-stdio-2026-07-28.tape"
 FEED_HTTP = CASSETTES / "feed-http-2026-07-28.tape"
@@ -51,9 +53,10 @@ def record_tasks_stdio() -> Path:
     return TASKS_STDIO
 
 
-def record_sampling_task() -> Path:
-    run_sampling_task_client(CLIENT_TASK_MS, [*TAPES, "record", "-o", str(SAMPLING_TASK), "--", "node", str(EVERYTHING_JS), "stdio"])
-    return SAMPLING_TASK
+def record_client_tasks() -> list[Path]:
+    for tool, path in CLIENT_TASKS.items():
+        run_client_task_client(CLIENT_TASK_MS, tool, [*TAPES, "record", "-o", str(path), "--", "node", str(EVERYTHING_JS), "stdio"])
+    return list(CLIENT_TASKS.values())
 
 
 def record_tasks_http() -> Path:
@@ -99,7 +102,7 @@ def _record_http(path: Path, start: Callable[[], tuple[Process, str]], flow: Cal
 
 
 def main() -> None:
-    for path in [record_tasks_stdio(), record_tasks_http(), record_sampling_task(), record_feed_stdio(), record_feed_http(), record_sse_polling()]:
+    for path in [record_tasks_stdio(), record_tasks_http(), *record_client_tasks(), record_feed_stdio(), record_feed_http(), record_sse_polling()]:
         cassette = load(path)
         if "command" in cassette.header.server:
             command = [Path(part).name if part == sys.executable else

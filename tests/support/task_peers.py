@@ -1,6 +1,6 @@
 """The TypeScript SDK clients of 2025-11-25 tasks: one runs a tool as a task and polls it on its own
-clock (tests/peers/task_client.mjs), one runs the server's sampling requests as tasks the server
-polls (tests/peers/sampling_task_client.mjs)."""
+clock (tests/peers/task_client.mjs), one runs the server's sampling and elicitation requests as
+tasks the server polls (tests/peers/client_task_client.mjs)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tapes.cassette.store import load
 from tests.support.paths import PEERS
 
 TASK_CLIENT = PEERS / "task_client.mjs"
-SAMPLING_TASK_CLIENT = PEERS / "sampling_task_client.mjs"
+CLIENT_TASK_CLIENT = PEERS / "client_task_client.mjs"
 RESEARCH = ("simulate-research-query", {"topic": "tides"})
 
 
@@ -28,10 +28,11 @@ def run_task_client(poll_ms: int, server: list[str], tool: str = RESEARCH[0],
     return json.loads(done.stdout)
 
 
-def run_sampling_task_client(task_ms: int, server: list[str]) -> dict[str, Any]:
-    """server-everything's trigger-sampling-request-async with a client that runs the sampling
-    request as a task done after `task_ms`, against a stdio server command: the tool's `result`."""
-    done = subprocess.run(["node", str(SAMPLING_TASK_CLIENT), str(task_ms), "--", *server],
+def run_client_task_client(task_ms: int, tool: str, server: list[str]) -> dict[str, Any]:
+    """server-everything's `tool` (trigger-sampling-request-async or trigger-elicitation-request-async)
+    with a client that runs the server's request as a task done after `task_ms`, against a stdio
+    server command: the tool's `result`."""
+    done = subprocess.run(["node", str(CLIENT_TASK_CLIENT), str(task_ms), tool, "--", *server],
                           capture_output=True, check=True, timeout=120)
     return json.loads(done.stdout)
 
