@@ -298,8 +298,10 @@ class ReplayEngine:
                 self._learn_client_task(items(self._item_frames[recorded[0]].message)[recorded[0][1]], item)
         elif item["method"] == TASK_STATUS:
             if not self._task_statuses:
-                return None, []
-            recorded, miss = self._task_statuses, (TASK_STATUS, "")
+                return None, []  # sent on the client's clock: one more than recorded is no miss
+            key = self._task_statuses.popleft()
+            self._consume(key)
+            return key, []
         elif item["method"] == "notifications/cancelled":
             live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
