@@ -243,6 +243,11 @@ class ReplayEngine:
                 self._miss(f"closing the stream of {interaction.request['method']} id {interaction.live_id!r}",
                            "the recording has no cancellation of it")
 
+    def held_open(self, channel: str) -> bool:
+        """Whether the recorded client closed this exchange's stream before the server answered
+        what it carried: the replay keeps it open, as that server did, until the live client closes."""
+        return channel in self._closed_by_client
+
     def opens_to(self, method: str, target: str) -> bool:
         """Whether the recording has a bodiless `method` request to `target` at all (played or not)."""
         return any(key[:2] == (method, target) for key in self._opens)

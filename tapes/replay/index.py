@@ -106,7 +106,9 @@ class RecordingIndex:
     ends: list[ItemKey] = field(default_factory=list)  # the client closing its side
     server_items: list[ServerItem] = field(default_factory=list)
     # HTTP: what the client sent on each exchange (its body's items, or a bodiless request head),
-    # the requests among it, and the exchanges whose stream the recorded client closed
+    # the requests among it, and the exchanges whose stream the recorded client closed while a
+    # request it carried was unanswered (a cancellation at 2026-07-28; a close after every answer
+    # is the client tearing down, and the replayed stream ends as a served one does)
     channel_items: dict[str, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
     closed_by_client: set[str] = field(default_factory=set)
@@ -211,7 +213,9 @@ class _Walk:
 
     def server_frame(self, frame: Frame) -> None:
         index = self.index
-        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect":
+        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect" and any(
+            interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ())
+        ):
             index.closed_by_client.add(frame.channel)
         payload = checked_payload(frame)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
