@@ -13,6 +13,7 @@ from tapes import __version__
 from tapes.config import RECORD_MODES
 from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats
+from tapes.replay.polls import Polls
 
 
 class _Group(click.Group):
@@ -167,6 +168,8 @@ def _redaction_rules(config: Any, headers: tuple[str, ...] = (), paths: tuple[st
 @click.option("--ignore", multiple=True, metavar="POINTER", help="Also ignore this JSON pointer in params (/a/b).")
 @click.option("--race", type=click.Choice([r.value for r in Race]), help="Who wins a cancellation race.")
 @click.option("--repeats", type=click.Choice([r.value for r in Repeats]), help="What repeated requests get.")
+@click.option("--polls", type=click.Choice([p.value for p in Polls]), help="Repeated polls (tasks/get): latest "
+              "answers each with the state the recording had reached (default); exact wants the recorded count.")
 @click.option("--timing", metavar="instant|recorded|FACTOR", help="Wait the recorded gaps (scaled by FACTOR).")
 @click.option("--fault", "faults", multiple=True, metavar="TARGET:ACTION[:ARGS]",
               help="In place of a request's recorded answer: error:CODE:MESSAGE, delay:SECONDS, hang, malformed or "
@@ -201,6 +204,7 @@ def replay(
     ignore: tuple[str, ...],
     race: str | None,
     repeats: str | None,
+    polls: str | None,
     timing: str | None,
     faults: tuple[str, ...],
     report_path: Path | None,
@@ -229,7 +233,7 @@ def replay(
     # flags over [tool.tapes] over the defaults
     config = load_config()
     settings = config.control_settings()
-    given = {"match": match, "race": race, "repeats": repeats, "timing": timing}
+    given = {"match": match, "race": race, "repeats": repeats, "polls": polls, "timing": timing}
     settings.update({name: value for name, value in given.items() if value is not None})
     settings["ignore"] = (*settings["ignore"], *ignore)
     settings["faults"] = (*settings["faults"], *faults)

@@ -24,6 +24,7 @@ class Config:
     ignore: tuple[str, ...] = ()
     race: str = "recorded"
     repeats: str = "in-order"
+    polls: str = "latest"
     timing: str = "instant"
     before_record: str | None = None  # "module:function" applied to every frame before it is written
     faults: tuple[str, ...] = ()  # JSON-RPC level faults for every replay (tapes.replay.faults)
@@ -34,7 +35,7 @@ class Config:
 
     def control_settings(self) -> dict[str, Any]:
         return {"match": self.match, "ignore": self.ignore, "race": self.race, "repeats": self.repeats,
-                "timing": self.timing, "faults": self.faults}
+                "polls": self.polls, "timing": self.timing, "faults": self.faults}
 
 
 def load_config(start: Path | None = None) -> Config:

@@ -55,7 +55,7 @@ from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.matching import portable_matcher_name
 
-_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing", "faults")
+_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "polls", "timing", "faults")
 _LISTS = ("ignore", "faults", "redact_headers", "redact_paths")  # what adds up when markers merge
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", "redact_headers", "redact_paths", *_CONTROL_OPTIONS,
                     "freeze_time", "fail_on_unused")
@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "tape(path=None, *, server=None, upstream=None, before_record=None, redact_headers=(), redact_paths=(), "
-        "match=None, ignore=(), race=None, repeats=None, timing=None, faults=(), freeze_time=False, "
+        "match=None, ignore=(), race=None, repeats=None, polls=None, timing=None, faults=(), freeze_time=False, "
         "fail_on_unused=False): replay (or record) an MCP session from a cassette",
     )
 
@@ -171,7 +171,7 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
     except UserError as error:
         pytest.fail(f"tape marker: {error}", pytrace=False)
     flags = []
-    for name in ("match", "race", "repeats", "timing"):
+    for name in ("match", "race", "repeats", "polls", "timing"):
         flags += [f"--{name}", str(values[name])]
     try:  # a stdio replay runs in a process of its own: a matcher registered here goes by its file
         flags[1] = portable_matcher_name(flags[1])
