@@ -344,11 +344,14 @@ class HttpReplayer:
         last_event_id = request.headers.get("last-event-id")
         target = _target(request)
         reception = session.replay.open("GET", target, last_event_id)
+        channel = reception.channel
+        if reception.repeated:  # polled back from the same event again: the same continuation
+            channel, reception = session.repeat_copy(reception)
         session.perform(reception)
-        if reception.channel is not None:
+        if channel is not None:
             if last_event_id is None:
-                session.standalone_stream = reception.channel
-            return await self._exchange(request, session, Cursor(reception.channel))
+                session.standalone_stream = channel
+            return await self._exchange(request, session, Cursor(channel))
         if last_event_id is not None:
             # A resumption the recording does not have (the live client lost a stream the
             # recorded one did not): continue that stream after the event, from what was released.

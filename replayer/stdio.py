@@ -161,6 +161,14 @@ class _Episode:
         return len(extended.frames) - len(cassette.frames)
 
 
+class _Terminated(Exception):
+    pass
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def replay_stdio(
     cassette: Cassette,
     *,
@@ -177,6 +185,9 @@ def replay_stdio(
     console = stderr_console()
     print_warnings(console, cassette)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # A client that stops waiting for the recorded server's end (SDK clients send SIGTERM a while
+    # after closing stdin; under a timing the recorded end may be later) still gets the report.
+    signal.signal(signal.SIGTERM, _terminated)
     session = ReplaySession(cassette.frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
     server = _Server(control)
     server.perform(session.start())
@@ -205,19 +216,22 @@ def replay_stdio(
             return
         server.perform(reception)
 
-    while server.exit_status is None:
-        chunk = os.read(STDIN, 1 << 20)
-        if not chunk:
-            rest = splitter.finish()
-            if rest is not None:
-                receive(rest)
-            if episode is None:
-                server.perform(session.end())
-            break
-        for line in splitter.feed(chunk):
-            receive(line)
-            if server.exit_status is not None:
+    try:
+        while server.exit_status is None:
+            chunk = os.read(STDIN, 1 << 20)
+            if not chunk:
+                rest = splitter.finish()
+                if rest is not None:
+                    receive(rest)
+                if episode is None:
+                    server.perform(session.end())
                 break
+            for line in splitter.feed(chunk):
+                receive(line)
+                if server.exit_status is not None:
+                    break
+    except _Terminated:
+        server.exit_status = 128 + signal.SIGTERM
     if episode is not None:
         server.exit_status = episode.finish()
         assert new_episodes is not None
