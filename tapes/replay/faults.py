@@ -105,7 +105,7 @@ class FaultPlan:
         return cls(tuple(Fault.parse(spec) for spec in specs))
 
     def for_request(self, request: dict[str, Any]) -> Fault | None:
-        """The fault that takes this live request's answer (counted as fired), if any."""
+        """The fault that takes this live request's answer, if any (it fires when that answer goes)."""
         chosen = None
         for index, fault in enumerate(self.faults):
             if not fault.targets(request):
@@ -113,8 +113,12 @@ class FaultPlan:
             self._seen[index] = self._seen.get(index, 0) + 1
             if chosen is None and self._seen[index] == fault.nth:
                 chosen = fault
-                self.fired.add(index)
         return chosen
+
+    def fire(self, fault: Fault) -> None:
+        """The fault changed an answer. (A fault whose request matched nothing recorded never fires:
+        that request got the replay's no-match error, not the fault.)"""
+        self.fired.add(next(index for index, planned in enumerate(self.faults) if planned is fault))
 
     def unfired(self) -> list[str]:
         return [fault.spec for index, fault in enumerate(self.faults) if index not in self.fired]

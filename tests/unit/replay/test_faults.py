@@ -85,3 +85,23 @@ def test_a_fault_that_never_fired_is_in_the_summary() -> None:
     sent(replay, call(1, "forecast"))
     assert replay.report.unfired_faults == ["prompts/get:hang", "tools/call#9:drop"]
     assert "fault never fired: prompts/get:hang" in replay.report.lines()
+
+
+def test_a_client_cancelling_the_request_a_fault_holds_is_no_miss() -> None:
+    replay = session("tools/call@other:hang")
+    assert sent(replay, call(3, "other")) == []
+    assert sent(replay, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}) == []
+    assert replay.report.clean and replay.report.unfired_faults == []
+
+
+def test_nothing_goes_out_after_a_drop() -> None:
+    replay = session("tools/call#1:drop")
+    sent(replay, call(1, "forecast"))
+    assert sent(replay, call(2, "forecast")) == []
+
+
+def test_a_fault_whose_request_matched_nothing_never_fired() -> None:
+    replay = session("tools/call@missing:error:-32000:x")
+    reception = replay.receive(json.dumps(call(1, "missing")).encode())
+    assert reception.missed and "no recorded request matches" in reception.replies[0].payload.decode()
+    assert replay.report.unfired_faults == ["tools/call@missing:error:-32000:x"]
