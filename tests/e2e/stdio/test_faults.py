@@ -1,0 +1,99 @@
+"""End to end, on stdio: JSON-RPC faults (`tapes replay --fault`) as the official SDK client sees
+them. The notes server's session is recorded through `tapes record` by the same client first; the
+replay with a fault then answers every step as recorded but the one the fault targets."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from tests.support.fault_flows import SHORT_READ_TIMEOUT, FaultRun, Step, notes_steps
+from tests.support.paths import NOTES_SERVER, TAPES
+from tests.support.processes import TIMEOUT
+
+
+def run_steps(argv: list[str], errlog: Path, read_timeout: float = TIMEOUT) -> FaultRun:
+    """The steps with the SDK's stdio client running `argv`, its stderr written to `errlog`."""
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    with errlog.open("w") as stderr:
+        return anyio.run(functools.partial(notes_steps, lambda: stdio_client(params, errlog=stderr), read_timeout=read_timeout))
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FaultRun]:
+    folder = tmp_path_factory.mktemp("faults")
+    cassette = folder / "notes.tape"
+    live = run_steps([*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], folder / "record.err")
+    assert [step.outcome for step in live.steps.values()] == ["ok"] * 4, live
+    return cassette, live
+
+
+def replay(cassette: Path, tmp_path: Path, *faults: str, read_timeout: float = TIMEOUT) -> tuple[FaultRun, str]:
+    """The steps against `tapes replay` with these faults; what the client saw and the replay's stderr."""
+    errlog = tmp_path / "replay.err"
+    flags = [flag for fault in faults for flag in ("--fault", fault)]
+    run = run_steps([*TAPES, "replay", str(cassette), *flags], errlog, read_timeout)
+    return run, errlog.read_text()
+
+
+def clean_summary(stderr: str) -> bool:
+    return re.search(r"tapes replay: played \d+ frames, 0 unmatched, 0 unused\n", stderr) is not None
+
+
+def test_error_takes_the_place_of_the_second_call_of_a_tool(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = recording
+    run, stderr = replay(cassette, tmp_path, "tools/call@add_note#2:error:-32000:rate limited")
+    assert run.steps == {**live.steps, "second_note": Step("error", -32000, "rate limited")}
+    assert clean_summary(stderr) and "fault never fired" not in stderr, stderr
+
+
+def test_delay_holds_the_answer(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = recording
+    run, stderr = replay(cassette, tmp_path, "resources/read:delay:1")
+    assert run.steps == live.steps
+    assert run.seconds["index"] >= 1.0 > run.seconds["prompt"], run.seconds
+    assert clean_summary(stderr), stderr
+
+
+def test_hang_leaves_the_client_to_its_read_timeout(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = recording
+    run, stderr = replay(cassette, tmp_path, "prompts/get@summarize:hang", read_timeout=SHORT_READ_TIMEOUT)
+    assert run.steps == {**live.steps, "prompt": Step("error", REQUEST_TIMEOUT, "Request 'prompts/get' timed out")}
+    assert run.seconds["prompt"] >= SHORT_READ_TIMEOUT
+    # the client cancels the request it gave up on: no miss, the recording has no cancel to match
+    assert clean_summary(stderr), stderr
+
+
+def test_malformed_sends_a_broken_line(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = recording
+    run, stderr = replay(cassette, tmp_path, "tools/call#2:malformed", read_timeout=SHORT_READ_TIMEOUT)
+    [broken] = run.transport_errors
+    assert "Invalid JSON" in broken and '{"jsonrpc": "2.0", "id": ' in broken
+    # the broken line answers nothing: the call times out, and the session goes on
+    assert run.steps == {**live.steps, "second_note": Step("error", REQUEST_TIMEOUT, "Request 'tools/call' timed out")}
+    assert clean_summary(stderr), stderr
+
+
+def test_drop_closes_stdout_and_exits(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = recording
+    run, stderr = replay(cassette, tmp_path, "resources/read@notes://index:drop")
+    closed = Step("error", CONNECTION_CLOSED, "Connection closed")
+    assert run.steps == {**live.steps, "index": closed, "prompt": closed}
+    # what the client never asked after the drop is unused, as always
+    assert re.search(r"played \d+ frames, 0 unmatched, 1 unused\n.*unused prompts/get", stderr), stderr
+
+
+def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = recording
+    never = ("tools/call@add_note#3:error:-32000:x", "tools/call@count:hang")
+    run, stderr = replay(cassette, tmp_path, *never)
+    assert run.steps == live.steps
+    assert clean_summary(stderr), stderr
+    assert [f"tapes replay: fault never fired: {spec}" for spec in never] == re.findall(r"tapes replay: fault never.*", stderr)

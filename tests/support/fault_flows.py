@@ -1,0 +1,73 @@
+"""The client side of the fault tests: the official SDK client runs four steps against the notes
+server (or a replay of it, over any transport) and says, step by step, what it saw: the answer or the
+error (code and message), how long the step took from just before its request, and the transport
+errors the session surfaced (a line or SSE event that is not JSON-RPC)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import anyio
+from mcp import Client, MCPError
+from mcp.client import IncomingMessage
+
+from tests.support.processes import TIMEOUT
+
+STEPS = ("first_note", "second_note", "index", "prompt")
+"""add_note twice (two tools/call of the same tool), resources/read of notes://index, prompts/get of summarize."""
+
+SHORT_READ_TIMEOUT = 1.0
+"""The client's read timeout where a fault makes it give up (hang, a malformed answer on stdio)."""
+
+
+class Step(NamedTuple):
+    outcome: str  # "ok" or "error"
+    code: int | None  # the JSON-RPC error code
+    text: str  # the answer's first text, or the error's message
+
+
+@dataclass
+class FaultRun:
+    steps: dict[str, Step] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # from just before each step's request to its outcome
+    transport_errors: list[str] = field(default_factory=list)
+
+
+def _text(result: Any) -> str:
+    if hasattr(result, "contents"):
+        return result.contents[0].text
+    if hasattr(result, "messages"):
+        return result.messages[0].content.text
+    return result.content[0].text
+
+
+async def notes_steps(server: Any, *, read_timeout: float = TIMEOUT) -> FaultRun:
+    """Run the steps against `server`: a Streamable HTTP URL, or a factory of a transport (the stdio
+    or legacy SSE client). An error ends only its own step; the next step is still tried."""
+    run = FaultRun()
+
+    async def tap(message: IncomingMessage) -> None:
+        if isinstance(message, Exception):
+            run.transport_errors.append(str(message))
+
+    steps: dict[str, Callable[[Client], Awaitable[Any]]] = {
+        "first_note": lambda client: client.call_tool("add_note", {"title": "groceries", "text": "milk, eggs"}),
+        "second_note": lambda client: client.call_tool("add_note", {"title": "ideas", "text": "record every frame"}),
+        "index": lambda client: client.read_resource("notes://index"),
+        "prompt": lambda client: client.get_prompt("summarize", {"topic": "tapes"}),
+    }
+    with anyio.fail_after(TIMEOUT):
+        target = server if isinstance(server, str) else server()
+        async with Client(target, mode="legacy", read_timeout_seconds=read_timeout, message_handler=tap,
+                          cache=None) as client:
+            for name, step in steps.items():
+                started = time.monotonic()
+                try:
+                    run.steps[name] = Step("ok", None, _text(await step(client)))
+                except MCPError as error:
+                    run.steps[name] = Step("error", error.error.code, error.error.message)
+                run.seconds[name] = time.monotonic() - started
+    return run
