@@ -269,14 +269,18 @@ def record_http(
 
     `upstream_ca` (a PEM file) replaces the default CA bundle for verifying HTTPS upstreams."""
     target = Upstream.parse(upstream) if upstream is not None else None
+    redactor = Redactor(rules)
+    # The URL's password and query token go neither in the header nor on the banner (logs keep it);
+    # redacted here, before the writer thread owns the redactor, with the placeholders it goes on with.
+    shown = (redactor.url(target.url), redactor.path(target.path)) if target else None
     header = Header(
         transport="http",
-        server={"url": target.url} if target else {"proxy": True},
+        server={"url": shown[0]} if shown else {"proxy": True},
         redaction=rules.names() + ((hook_label(before_record),) if before_record else ()),
     )
-    sink = _CassetteSink(output, header, Redactor(rules), before_record)
+    sink = _CassetteSink(output, header, redactor, before_record)
     try:
-        code = asyncio.run(_serve(sink, target, listen, confdir, banner, upstream_ca))
+        code = asyncio.run(_serve(sink, target, shown, listen, confdir, banner, upstream_ca))
     finally:
         sink.close()
     return 1 if sink.failed else code
@@ -285,6 +289,7 @@ def record_http(
 async def _serve(
     sink: _CassetteSink,
     target: Upstream | None,
+    shown: tuple[str, str] | None,
     listen: tuple[str, int],
     confdir: str,
     banner: TextIO,
@@ -300,7 +305,7 @@ async def _serve(
     master = Master(opts)
     addon = RecorderAddon(sink.capture, time.monotonic())
     master.addons.add(*default_addons())
-    master.addons.add(addon, _Startup(master, addon, target, confdir, banner))
+    master.addons.add(addon, _Startup(master, addon, target, shown, confdir, banner))
     # Connect upstream per request, not when the client connects: an upstream that is down
     # then fails that request with a 502 (recorded), not the client's connection.
     opts.update(connection_strategy="lazy")
@@ -328,14 +333,17 @@ def _reason(error: Exception) -> str:
 
 
 class _Startup:
-    """Once mitmproxy's servers are up: print the banner, or stop if the listener failed."""
+    """Once mitmproxy's servers are up: print the banner, or stop if the listener failed.
+    `shown` is the upstream URL and the proxy path as the banner shows them (secrets redacted)."""
 
     name = "_startup"
 
-    def __init__(self, master: Master, addon: RecorderAddon, target: Upstream | None, confdir: str, banner: TextIO):
+    def __init__(self, master: Master, addon: RecorderAddon, target: Upstream | None, shown: tuple[str, str] | None,
+                 confdir: str, banner: TextIO):
         self._master = master
         self._addon = addon
         self._target = target
+        self._shown = shown
         self._confdir = confdir
         self._banner = banner
         self.failure: str | None = None
@@ -360,5 +368,7 @@ class _Startup:
                 flush=True,
             )
         else:
+            assert self._shown is not None
             self._addon.rewrite = (self._target.origin, proxy_origin)
-            print(f"tapes: recording {proxy_origin}{self._target.path} -> {self._target.url}", file=self._banner, flush=True)
+            url, path = self._shown
+            print(f"tapes: recording {proxy_origin}{path} -> {url}", file=self._banner, flush=True)

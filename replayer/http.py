@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -37,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from replayer.console import print_summary, print_warnings, stderr_console
+from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, load, replace_file
 from tapes.errors import UserError
@@ -67,7 +69,7 @@ from tapes.replay.streams import (
 )
 from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, moved_to_origin
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse, read_client
 from tapes.wire.sse import is_event_stream
 
 if TYPE_CHECKING:
@@ -152,6 +154,7 @@ class ReplayOptions:
     max_body: int = MAX_BODY
     control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
     new_episodes: NewEpisodes | None = None  # hand a session over to the real server at its first miss
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # request heads, slow and idle connections
 
 
 class HttpReplayer:
@@ -245,7 +248,8 @@ class HttpReplayer:
         body = await _body(request, self.options.max_body)
         if isinstance(body, Response):
             return body
-        message = parse(body)
+        incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
+        message = incoming.message
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session
@@ -255,7 +259,7 @@ class HttpReplayer:
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
             return await session.handover.forward(request, body)
-        reception = session.replay.receive(body, message, list(request.headers.items()))
+        reception = session.replay.receive(body, incoming, list(request.headers.items()))
         if reception.missed and session.replay.may_hand_over:
             if (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
                 return handed_over
@@ -529,9 +533,12 @@ class _Server(uvicorn.Server):
         self.replayer = replayer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self.on_serving: Callable[[], None] | None = None  # called once it serves and handles signals
 
     async def main_loop(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        if self.on_serving is not None:
+            self.on_serving()
         counter = 0
         while not await self.on_tick(counter):
             counter = (counter + 10) % 864000  # a tick a second: on_tick refreshes the Date header every 10
@@ -581,8 +588,20 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 def _uvicorn(replayer: HttpReplayer) -> _Server:
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
-    config = uvicorn.Config(replayer.app, log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn.Config(replayer.app, log_level="warning", lifespan="off", access_log=False,
+                            http=guarded_protocol(replayer.options.limits))
     return _Server(replayer, config)
+
+
+def _exposure_warning(sock: socket.socket) -> str | None:
+    """The warning for a replayer others can reach: it listens beyond the loopback interface."""
+    host = sock.getsockname()[0]
+    address = ipaddress.ip_address(host.split("%", 1)[0])
+    if address.is_loopback:
+        return None
+    where = "every interface" if address.is_unspecified else "an address that is not loopback"
+    return (f"tapes: WARNING: listening on {host}, {where}: other machines can reach this replayer "
+            "and what the cassette holds (use --listen 127.0.0.1:PORT to keep it local)")
 
 
 def _url(sock: socket.socket, path: str) -> str:
@@ -645,13 +664,20 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     print_warnings(console, cassette)
     replayer = HttpReplayer(cassette, options)
     sock = _listening_socket(host, port)
-    console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
-    sys.stderr.flush()
+    if warning := _exposure_warning(sock):
+        console.print(warning, style="yellow", soft_wrap=True, markup=False)
+
+    def announce() -> None:  # only now: a SIGINT sent on seeing it is uvicorn's to handle
+        console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
+        sys.stderr.flush()
+
     # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so
     # the summary below is still printed.
     previous = {signum: signal.signal(signum, lambda *_: None) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        _uvicorn(replayer).run(sockets=[sock])
+        server = _uvicorn(replayer)
+        server.on_serving = announce
+        server.run(sockets=[sock])
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -1,8 +1,9 @@
 """Turning captured HTTP exchanges into frames (sans-IO: no mitmproxy, no sockets).
 
 The proxy adapter only timestamps what it forwards; the writer thread hands it here: heads get
-their secrets redacted, bodies become JSON-RPC messages (a batch stays a batch), SSE bodies are
-parsed incrementally into events, and each exchange ends with a STREAM_END. Channels, info
+their secrets redacted (headers, and secret-like query parameters of the path), bodies become
+JSON-RPC messages (a batch stays a batch), SSE bodies are parsed incrementally into events, and
+each exchange ends with a STREAM_END. Channels, info
 fields and reasons follow the HTTP conventions in `tapes.cassette.frames`.
 
 Along the way it indexes the session ids it sees (the `Mcp-Session-Id` response header, the
@@ -38,7 +39,7 @@ class HttpFramer:
         self.sessions: list[str] = []  # in order of first appearance
 
     def request(self, t: float, exchange: int, method: str, path: str, headers: Fields, body: bytes) -> list[Frame]:
-        info = {"method": method, "path": path, "headers": self._redactor.headers(headers)}
+        info = {"method": method, "path": self._redactor.path(path), "headers": self._redactor.headers(headers)}
         frames = [self._frame(t, Direction.CLIENT_TO_SERVER, exchange, Kind.HTTP_REQUEST, info=info)]
         if body:
             frames.append(self._body(t, Direction.CLIENT_TO_SERVER, exchange, body))

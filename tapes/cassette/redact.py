@@ -1,5 +1,6 @@
-"""Redaction at record time, sans-IO: secrets in HTTP headers and at JSON paths of messages are
-replaced by placeholders before anything reaches a cassette.
+"""Redaction at record time, sans-IO: secrets in HTTP headers, in the query of request paths and
+URLs, in a URL's userinfo, and at JSON paths of messages are replaced by placeholders before
+anything reaches a cassette.
 
 A placeholder is stable within a cassette: the same secret always becomes the same placeholder
 (`<redacted:1>`, `<redacted:2>`, ... in order of first appearance), so a reader can still see
@@ -10,17 +11,32 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from tapes.wire.jsonrpc import encode, items
 
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie")
-# Header names that look like they carry a credential: X-Api-Key, X-Auth-Token, Api-Secret, ...
-# ("auth" only as a whole word, so WWW-Authenticate and Mcp-Session-Id are kept).
-_SECRET_LIKE = re.compile(r"(?:^|[-_])(?:api[-_]?key|apikey|token|secret|password|passwd|auth)(?:$|[-_])", re.I)
-SECRET_LIKE_RULE = "header~" + _SECRET_LIKE.pattern
+# A header or query parameter name looks like it carries a credential when one of its words is
+# one of these: X-Api-Key, X-Access-Key, X-Auth-Token, Api-Secret, X-Credentials, Authentication,
+# ?api_key=, ?accessToken=, ?sig=. Whole words only, so WWW-Authenticate, Mcp-Session-Id and
+# ?sessionId= are kept.
+SECRET_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "auth", "authentication",
+     "authorization", "credential", "credentials", "sig", "signature"}
+)
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")  # X-ApiKey -> X, Api, Key; accessToken -> access, Token
+_SECRET_LIKE = "~secret-like(" + "|".join(sorted(SECRET_WORDS)) + ")"
+SECRET_LIKE_RULE = "header" + _SECRET_LIKE
+SECRET_QUERY_RULE = "query" + _SECRET_LIKE
+USERINFO_RULE = "url:userinfo"
+
+
+def secret_like(name: str) -> bool:
+    """Whether a header or query parameter name has a word that names a credential."""
+    return any(word.lower() in SECRET_WORDS for word in _WORDS.findall(name))
 
 
 class RedactionRuleError(ValueError):
@@ -29,12 +45,14 @@ class RedactionRuleError(ValueError):
 
 @dataclass(frozen=True)
 class RedactionRules:
-    """What to redact: header names (case-insensitive), whether names that look like credentials
-    count too, and JSON paths into messages (dotted keys, `*` for any key or array index, e.g.
-    `params.arguments.password` or `result.content.*.text`)."""
+    """What to redact: header names (case-insensitive), whether header names and query parameters
+    that look like credentials count too (and a URL's userinfo), and JSON paths into messages
+    (dotted keys, `*` for any key or array index, e.g. `params.arguments.password` or
+    `result.content.*.text`)."""
 
     headers: frozenset[str] = frozenset(SECRET_HEADERS)
     secret_like_headers: bool = True
+    secret_like_query: bool = True
     json_paths: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
@@ -46,23 +64,25 @@ class RedactionRules:
 
     @classmethod
     def none(cls) -> RedactionRules:
-        return cls(headers=frozenset(), secret_like_headers=False)
+        return cls(headers=frozenset(), secret_like_headers=False, secret_like_query=False)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.headers or self.secret_like_headers or self.json_paths)
+        return bool(self.headers or self.secret_like_headers or self.secret_like_query or self.json_paths)
 
     def names(self) -> tuple[str, ...]:
-        """The rules as listed in a cassette header: `header:NAME`, `header~PATTERN`, `json:PATH`."""
+        """The rules as listed in a cassette header: `header:NAME`, `header~secret-like(...)`,
+        `query~secret-like(...)`, `url:userinfo`, `json:PATH`."""
         names = [f"header:{name}" for name in sorted(self.headers)]
         if self.secret_like_headers:
             names.append(SECRET_LIKE_RULE)
+        if self.secret_like_query:
+            names += [SECRET_QUERY_RULE, USERINFO_RULE]
         names += ["json:" + ".".join(path) for path in self.json_paths]
         return tuple(names)
 
     def redacts_header(self, name: str) -> bool:
-        lowered = name.lower()
-        return lowered in self.headers or (self.secret_like_headers and _SECRET_LIKE.search(lowered) is not None)
+        return name.lower() in self.headers or (self.secret_like_headers and secret_like(name))
 
 
 def parse_path(path: str) -> tuple[str, ...]:
@@ -90,6 +110,22 @@ class Redactor:
         """Header fields as [[name, value], ...], in order and original case, secrets replaced."""
         redacts = self.rules.redacts_header
         return [[name, self.placeholder(value) if redacts(name) else value] for name, value in fields]
+
+    def path(self, path: str) -> str:
+        """A request target (`/mcp?api_key=...`) with the values of secret-like query parameters
+        replaced; the rest is kept byte for byte."""
+        if not self.rules.secret_like_query:
+            return path
+        return _with_secret_query(path, self.placeholder)
+
+    def url(self, url: str) -> str:
+        """A URL with its userinfo (`user:password@`) and secret-like query parameters replaced."""
+        if not self.rules.secret_like_query:
+            return url
+        parts = urlsplit(url)
+        userinfo, at, host = parts.netloc.rpartition("@")
+        netloc = f"{self.placeholder(userinfo)}@{host}" if at else parts.netloc
+        return urlunsplit(parts._replace(netloc=netloc, query=_secret_query(parts.query, self.placeholder)))
 
     def message(self, message: Any) -> tuple[Any, bool]:
         """The message (or batch) with the JSON paths' values replaced, and whether anything was:
@@ -120,3 +156,20 @@ class Redactor:
                 value[key] = self.placeholder(secret if isinstance(secret, str) else encode(secret).decode())
                 changed = True
         return changed
+
+
+def _secret_query(query: str, replace: Callable[[str], str]) -> str:
+    """A query string with the values of its secret-like parameters replaced by `replace(value)`."""
+    if not query:
+        return query
+    fields = []
+    for field in query.split("&"):
+        name, equals, value = field.partition("=")
+        fields.append(f"{name}={replace(unquote_plus(value))}" if equals and value and secret_like(unquote_plus(name)) else field)
+    return "&".join(fields)
+
+
+def _with_secret_query(target: str, replace: Callable[[str], str]) -> str:
+    path, question, query = target.partition("?")
+    return path + question + _secret_query(query, replace) if question else target
+

@@ -19,29 +19,26 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict, deque
 from collections.abc import Hashable, Sequence
+from itertools import islice
 from enum import StrEnum
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame
 from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
-from tapes.replay.matching import Matcher
+from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    MessageType,
-    classify,
-    encode,
-    items,
-    parse,
-)
+from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
-_UNPARSED = object()  # receive() was not handed the parsed message
+
+NEAREST_CANDIDATES = 16
+"""How many unplayed recorded requests of the same method a miss is compared with (the first ones
+in recorded order): naming the nearest must not cost a search of the whole recording."""
+DEEP_DIFF_SIZE = 64 * 1024
+"""Bytes past which a miss and a candidate are compared member by member of their params, not in depth."""
 
 
 class Race(StrEnum):
@@ -87,8 +84,14 @@ class ReplayEngine:
         self._closed_by_client = index.closed_by_client
         # what live messages are matched against, each in recorded order, unplayed first
         self._requests: dict[Hashable, list[Interaction]] = defaultdict(list)
+        # ... and what a miss is compared with: per method, the unplayed ones in recorded order (a
+        # dict as an ordered set: taking one out costs nothing)
+        self._unplayed_by_method: dict[str | None, dict[Interaction, None]] = defaultdict(dict)  # None: any method
         for interaction in index.interactions:
             self._requests[self._key(interaction.request)].append(interaction)
+            self._unplayed_by_method[interaction.request["method"]][interaction] = None
+            self._unplayed_by_method[None][interaction] = None
+        self._sizes: dict[Interaction, int] = {}  # encoded size of the recorded requests compared so far
         self._notifications: dict[Hashable, deque[ItemKey]] = defaultdict(deque)
         for key, item in index.notifications:
             self._notifications[self._key(item)].append(key)
@@ -146,19 +149,26 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes, message: Any = _UNPARSED) -> Reception:
-        """One message (or batch) from the live client, as wire bytes; `message` is what
-        `jsonrpc.parse` makes of them, when the adapter has already parsed them."""
-        if message is _UNPARSED:
-            message = parse(payload)
-        if message is None:
-            return self._receive_raw(payload)
+    def receive(self, payload: bytes, incoming: Incoming | None = None) -> Reception:
+        """One message (or batch) from the live client, as wire bytes; `incoming` is what
+        `jsonrpc.read_client` makes of them, when the adapter has already read them.
+
+        This is where live input is checked, once: whatever is not well-formed JSON-RPC (not
+        JSON, too deep, an id that is an array, params that are a string, ...) gets its JSON-RPC
+        error (-32700 or -32600, with the live id when it had a usable one) and counts as a miss,
+        and everything after this point can trust the shape of what it is handed."""
+        if incoming is None:
+            incoming = read_client(payload)
+        if incoming.message is None and (recorded := self._raw.get(payload)):
+            key = recorded.popleft()  # bytes that are not JSON-RPC, sent by the recorded client too
+            self._consume(key)
+            return Reception(self._release(), channel=self._item_frames[key].channel)
         misses = len(self._report.unmatched)
-        replies: list[Reply] = []
+        replies = [self._refused(payload, refusal) for refusal in incoming.refusals]
         channel = None
         sent: list[ItemKey] = []
-        for item in items(message):
-            matched, reply = self._receive_item(item)
+        for item in items(incoming.message) if incoming.message is not None else ():
+            matched, reply = self._receive_item(item, len(payload))
             replies += reply
             if matched is not None:
                 sent.append(matched)
@@ -218,32 +228,29 @@ class ReplayEngine:
         for interaction in self._channel_interactions.get(channel, ()):
             if not interaction.matched and not interaction.withheld:
                 interaction.withheld = True
-                self._requests[self._matcher.key(interaction.request["method"], interaction.request.get("params"))].remove(interaction)
+                self._requests[self._key(interaction.request)].remove(interaction)
+                self._played_out(interaction)
         for key in self._channel_items.get(channel, ()):
             if key not in sent:
                 self._consume(key)
 
-    def _receive_raw(self, payload: bytes) -> Reception:
-        recorded = self._raw.get(payload)
-        if recorded:
-            key = recorded.popleft()
-            self._consume(key)
-            return Reception(self._release(), channel=self._item_frames[key].channel)
-        self._miss(f"{len(payload)} bytes that are not JSON-RPC", "the recording has no such bytes from the client")
-        if _is_json(payload):
-            return Reception([], [Reply.error(None, INVALID_REQUEST, "Invalid Request")], missed=1)
-        return Reception([], [Reply.error(None, PARSE_ERROR, "Parse error")], missed=1)
+    def _refused(self, payload: bytes, refusal: Refusal) -> Reply:
+        what = "bytes that are not JSON" if refusal.code == PARSE_ERROR else "a message that is not JSON-RPC"
+        self._miss(f"{len(payload)} {what}" if refusal.id is None else f"a message with id {refusal.id!r} that is not JSON-RPC",
+                   refusal.reason)
+        return Reply(refusal.reply())
 
-    def _receive_item(self, item: dict[str, Any]) -> tuple[ItemKey | None, list[Reply]]:
-        """The recorded client item this live one matched (None if none), and any reply."""
+    def _receive_item(self, item: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
+        """The recorded client item this live one matched (None if none), and any reply. `size`:
+        the bytes it came in (its batch's, for an item of one)."""
         kind = classify(item)
         if kind is MessageType.REQUEST:
-            return self._receive_request(item)
+            return self._receive_request(item, size)
         if kind in (MessageType.RESULT, MessageType.ERROR):
             recorded = self._answers.get(item["id"])
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
         elif item["method"] == "notifications/cancelled":
-            live_id = (item.get("params") or {}).get("requestId")
+            live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
             if interaction is not None and (self._race is Race.CANCEL_WINS or live_id in self._excused):
                 interaction.withheld = True
@@ -261,7 +268,7 @@ class ReplayEngine:
         self._consume(key)
         return key, []
 
-    def _receive_request(self, request: dict[str, Any]) -> tuple[ItemKey | None, list[Reply]]:
+    def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
         key = self._matcher.key(request["method"], request.get("params"))
         interaction = self._take(key, request)
         if interaction is None:
@@ -269,10 +276,11 @@ class ReplayEngine:
             if previous is not None:
                 self._resent += self._repeat(previous, request)
                 return previous.client_items[0], []
-            reason = self._nearest(request)
+            reason = self._nearest(request, size)
             self._miss(f"{request['method']} id {request['id']!r}", reason)
             return None, [Reply.error(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
         interaction.matched = True
+        self._played_out(interaction)
         self._played[key].append(interaction)
         self._go_live(interaction, request)
         self._consume(interaction.client_items[0])
@@ -304,7 +312,7 @@ class ReplayEngine:
 
     def _go_live(self, interaction: Interaction, request: dict[str, Any]) -> None:
         interaction.live_id = request["id"]
-        interaction.live_token = ((request.get("params") or {}).get("_meta") or {}).get("progressToken")
+        interaction.live_token = params_of(request).get("_meta", {}).get("progressToken")
         self._by_live_id[request["id"]] = interaction
 
     def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
@@ -313,22 +321,36 @@ class ReplayEngine:
         self._report.repeated += 1
         return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 
-    def _nearest(self, request: dict[str, Any]) -> str:
-        """One sentence naming the closest unplayed recorded request and what differed."""
+    def _nearest(self, request: dict[str, Any], size: int) -> str:
+        """One sentence naming the closest unplayed recorded request and what differed. Bounded
+        whatever the recording: only the first NEAREST_CANDIDATES unplayed requests of the same
+        method (of any method when there is none) are compared, and large ones only member by
+        member of their params."""
         method = request["method"]
         if self._repeats is Repeats.STRICT and (expected := self._next_unplayed()) is not None:
-            shown = "; ".join(d.describe() for d in self._matcher.differences(expected.request, request)[:3])
+            found = self._differences(expected, request, size)
+            shown = "; ".join(d.describe() for d in found[:3])
             return f"requests must come in recorded order: the next recorded is {expected.describe()}, differing at {shown}"
-        unplayed = [i for i in self._interactions if not i.matched]
-        if not unplayed:
+        # the first unplayed requests of the same method; of any method when there is none
+        candidates = list(islice(self._unplayed_by_method.get(method) or self._unplayed_by_method[None], NEAREST_CANDIDATES))
+        if not candidates:
             return f"no recorded request matches {method}: every recorded request was already played"
-        scored = []
-        for interaction in unplayed:
-            found = self._matcher.differences(interaction.request, request)
-            scored.append((interaction.request["method"] != method, len(found), interaction.frame_seq, interaction, found))
-        _, _, _, nearest, found = min(scored, key=lambda entry: entry[:3])
+        scored = [(interaction.request["method"] != method, len(found), interaction.frame_seq, interaction, found)
+                  for interaction in candidates for found in [self._differences(interaction, request, size)]]
+        *_, nearest, found = min(scored, key=lambda entry: entry[:3])
         shown = "; ".join(d.describe() for d in found[:3]) + ("; …" if len(found) > 3 else "")
         return f"no recorded request matches {method}; nearest recorded is {nearest.describe()}, differing at {shown}"
+
+    def _played_out(self, interaction: Interaction) -> None:
+        """It can no longer be matched: no miss is compared with it any more."""
+        self._unplayed_by_method[interaction.request["method"]].pop(interaction, None)
+        self._unplayed_by_method[None].pop(interaction, None)
+
+    def _differences(self, interaction: Interaction, request: dict[str, Any], size: int) -> list[Difference]:
+        if interaction not in self._sizes:
+            self._sizes[interaction] = len(encode(interaction.request))
+        deep = max(size, self._sizes[interaction]) <= DEEP_DIFF_SIZE
+        return self._matcher.differences(interaction.request, request, deep=deep)
 
     def _miss(self, summary: str, reason: str) -> None:
         self._report.unmatched.append(Unmatched(summary, reason))
@@ -397,11 +419,3 @@ def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, 
             return item
         return {**item, "params": {**params, "progressToken": owner.live_token}}
     return item
-
-
-def _is_json(payload: bytes) -> bool:
-    try:
-        json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return True

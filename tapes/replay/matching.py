@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterator, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +55,46 @@ class Difference:
         return f"{self.path or '/'}: {_short(self.recorded)} → {_short(self.live)}"
 
 
+_PREVIEW = json.JSONEncoder(ensure_ascii=False)
+
+
 def _short(value: Any, limit: int = 60) -> str:
     if value is MISSING:
         return "(absent)"
-    text = json.dumps(value, ensure_ascii=False)
+    text = ""
+    for piece in _pieces(value, limit + 1):  # lazily: a large value is not encoded whole for 60 characters
+        text += piece
+        if len(text) > limit:
+            break
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _pieces(value: Any, cut: int) -> Iterator[str]:
+    """A JSON value's text (as json.dumps writes it) piece by piece, strings cut to `cut` characters."""
+    if isinstance(value, dict):
+        yield "{"
+        for number, (key, item) in enumerate(value.items()):
+            yield (", " if number else "") + _PREVIEW.encode(key[:cut]) + ": "
+            yield from _pieces(item, cut)
+        yield "}"
+    elif isinstance(value, list):
+        yield "["
+        for number, item in enumerate(value):
+            yield ", " if number else ""
+            yield from _pieces(item, cut)
+        yield "]"
+    else:
+        yield _PREVIEW.encode(value[:cut] if isinstance(value, str) else value)
+
+
+def member_differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
+    """Where two JSON values differ, member by member of the top level only, each member compared
+    whole: for values too large to walk in depth."""
+    if not (isinstance(recorded, dict) and isinstance(live, dict)):
+        return [] if type(recorded) is type(live) and recorded == live else [Difference(path, recorded, live)]
+    keys = [*recorded, *(key for key in live if key not in recorded)]
+    return [Difference(f"{path}/{escape(key)}", recorded.get(key, MISSING), live.get(key, MISSING))
+            for key in keys if recorded.get(key, MISSING) != live.get(key, MISSING)]
 
 
 def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
@@ -119,9 +154,11 @@ class Matcher:
     def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
         return True  # the key says it all
 
-    def differences(self, recorded: dict[str, Any], live: dict[str, Any]) -> list[Difference]:
+    def differences(self, recorded: dict[str, Any], live: dict[str, Any], *, deep: bool = True) -> list[Difference]:
+        """Where a live request differs from a recorded one, in what this matcher compares;
+        without `deep`, only member by member of the params (for large requests)."""
         found = [] if recorded["method"] == live["method"] else [Difference("/method", recorded["method"], live["method"])]
-        return found + differences(
+        return found + (differences if deep else member_differences)(
             self.relevant(recorded["method"], recorded.get("params")),
             self.relevant(live["method"], live.get("params")),
             "/params",

@@ -10,6 +10,8 @@ from tapes.cassette.frames import Frame
 from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, encode
 
 NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
+SUMMARY_LIMIT = 10
+"""Lines per list (unmatched, unused) in the printed summary; the JSON report has them all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,8 @@ class Report:
             "unfired_faults": self.unfired_faults,
         }
 
-    def lines(self) -> list[str]:
-        """The end-of-replay summary: a count line, then one line per problem."""
+    def lines(self, limit: int = SUMMARY_LIMIT) -> list[str]:
+        """The end-of-replay summary: a count line, then a line per problem, `limit` of each kind."""
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
         if self.repeated:
             counts += f", {self.repeated} repeated"
@@ -101,8 +103,8 @@ class Report:
             counts += f", replacing {len(self.replaced)} recorded request{'' if len(self.replaced) == 1 else 's'}"
         return (
             [counts]
-            + [f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched]
-            + [f"unused {request}" for request in self.unused]
+            + _capped([f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched[: limit + 1]], len(self.unmatched), limit, "unmatched")
+            + _capped([f"unused {request}" for request in self.unused[: limit + 1]], len(self.unused), limit, "unused")
             + [f"fault never fired: {spec}" for spec in self.unfired_faults]
         )
 
@@ -114,3 +116,10 @@ class Report:
         self.unused += other.unused
         self.replaced += other.replaced
         self.unfired_faults += other.unfired_faults
+
+
+def _capped(lines: list[str], total: int, limit: int, what: str) -> list[str]:
+    if total <= limit:
+        return lines
+    more = f"{total - limit:,}".replace(",", " ")
+    return [*lines[:limit], f"… and {more} more {what} (all of them in the JSON report: --report FILE)"]

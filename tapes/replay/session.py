@@ -25,9 +25,7 @@ from tapes.replay.engine import ReplayEngine
 from tapes.replay.faults import MALFORMED, Fault, FaultAction, FaultPlan
 from tapes.replay.outcomes import Action, Reception, Report
 from tapes.wire.http import HeaderFields
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
-
-_UNPARSED = object()
+from tapes.wire.jsonrpc import Incoming, MessageType, classify, encode, items, parse, read_client
 
 
 class ReplaySession:
@@ -50,17 +48,18 @@ class ReplaySession:
         """What the server sent before the client said anything."""
         return self._noted(Reception(self.engine.start()))
 
-    def receive(self, payload: bytes, message: Any = _UNPARSED, headers: HeaderFields = ()) -> Reception:
-        if self._scrub is not None:
-            payload, message = scrubbed_live(payload, self._scrub)
+    def receive(self, payload: bytes, incoming: Incoming | None = None, headers: HeaderFields = ()) -> Reception:
+        """A live client message; `incoming`: what `jsonrpc.read_client` made of it, if the adapter read it."""
+        if incoming is None:
+            incoming = read_client(payload)
+        if self._scrub is not None and incoming.message is not None:
+            payload, incoming = scrubbed_live(incoming, self._scrub)
         if self._faults.faults:
-            if message is _UNPARSED:
-                message = parse(payload)
-            for item in items(message) if message is not None else ():
+            for item in items(incoming.message) if incoming.message is not None else ():
                 if classify(item) is MessageType.REQUEST and (fault := self._faults.for_request(item)) is not None:
                     self._faulted[item["id"]] = fault
                     self.engine.excuse_cancel(item["id"])  # a client that gives up on the answer cancels it
-        reception = self.engine.receive(payload) if message is _UNPARSED else self.engine.receive(payload, message)
+        reception = self.engine.receive(payload, incoming)
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
         return self._noted(reception)
@@ -150,19 +149,16 @@ def _answered_id(action: Action) -> Any:
     return _NO_ID
 
 
-def scrubbed_live(payload: bytes, hook: FrameHook) -> tuple[bytes, Any]:
+def scrubbed_live(incoming: Incoming, hook: FrameHook) -> tuple[bytes, Incoming]:
     """A live client message as the before-record hook would have recorded it: each JSON-RPC item
     passes through the hook as a client frame would (an item the hook drops is kept as it is:
     dropping it from the session would leave its sender waiting)."""
-    message = parse(payload)
-    if message is None:
-        return payload, None
     scrubbed = []
-    for item in items(message):
+    for item in items(incoming.message):
         frame = hook(Frame(0, 0.0, Direction.CLIENT_TO_SERVER, STDIO, Kind.MESSAGE, item))
         scrubbed.append(frame.message if frame is not None and frame.message is not None else item)
-    message = scrubbed if isinstance(message, list) else scrubbed[0]
-    return encode(message), message
+    message = scrubbed if isinstance(incoming.message, list) else scrubbed[0]
+    return encode(message), dataclasses.replace(incoming, message=message)
 
 
 def summary(sessions: Sequence[ReplaySession]) -> tuple[list[str], bool]:

@@ -8,12 +8,18 @@ reported as such and kept by the caller verbatim.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tapes.wire.eras import NAME_PARAMS
+
 PARSE_ERROR = -32700  # JSON-RPC 2.0's error codes for a message that is not JSON, or not a request
 INVALID_REQUEST = -32600
+MAX_DEPTH = 128
+"""Deepest nesting of arrays and objects taken from a live client (matching walks messages recursively)."""
 
 
 class MessageType(StrEnum):
@@ -125,3 +131,156 @@ class LineSplitter:
         rest = b"".join(self._pending)
         self._pending = []
         return rest
+
+
+# --- what a live client sends: read once, at the edge ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a live client's payload, or one item of its batch, cannot be taken: the JSON-RPC error
+    that answers it, with the live id when the item had a usable one."""
+
+    code: int  # PARSE_ERROR or INVALID_REQUEST
+    reason: str
+    id: str | int | None = None
+
+    def reply(self) -> dict[str, Any]:
+        title = "Parse error" if self.code == PARSE_ERROR else "Invalid Request"
+        return {"jsonrpc": "2.0", "id": self.id, "error": {"code": self.code, "message": f"{title}: {self.reason}"}}
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
+
+
+def read_json(payload: bytes) -> tuple[Any, Refusal | None]:
+    """The JSON value of a live payload, or why it is not one the replay can take: not UTF-8 JSON
+    (NaN and Infinity included), nested deeper than MAX_DEPTH, or holding a lone surrogate that
+    could not be written back. Never raises."""
+    try:
+        value = _DECODER.decode(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        return None, Refusal(PARSE_ERROR, str(error).splitlines()[0] if str(error) else "not JSON")
+    except RecursionError:
+        return None, Refusal(PARSE_ERROR, "nested too deeply to read")
+    # Both checks only when the bytes allow the problem: most payloads skip them.
+    if payload.count(b"[") + payload.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        return None, Refusal(INVALID_REQUEST, f"nested deeper than {MAX_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(payload):
+        try:
+            encode(value)
+        except UnicodeEncodeError:
+            return None, Refusal(INVALID_REQUEST, "a string holds a lone UTF-16 surrogate")
+    return value, None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    level = [value]
+    for _ in range(limit):
+        level = [child for parent in level for child in (parent.values() if type(parent) is dict else parent)
+                 if type(child) is dict or type(child) is list]
+        if not level:
+            return False
+    return True
+
+
+def usable_id(value: Any) -> bool:
+    """Whether a JSON-RPC id (or requestId, progressToken) is one MCP allows: a string or an
+    integer, never a boolean."""
+    return type(value) is str or type(value) is int
+
+
+def refusal(item: Any) -> Refusal | None:
+    """Why one live client message (a batch's item) is not well-formed JSON-RPC 2.0 as MCP uses it,
+    or None. Checked once, where client messages come in, so that nothing after has to doubt
+    their shape: ids, `requestId` and `progressToken` are strings or integers, a method is a
+    string, params an object or an array (the name or uri a request is about a string), a
+    response has a result or an error object."""
+    if not isinstance(item, dict):
+        return Refusal(INVALID_REQUEST, "a message must be a JSON object")
+    live_id = item.get("id") if usable_id(item.get("id")) else None
+
+    def refused(reason: str) -> Refusal:
+        return Refusal(INVALID_REQUEST, reason, live_id)
+
+    if item.get("jsonrpc") != "2.0":
+        return refused('"jsonrpc" must be "2.0"')
+    if "method" in item:
+        if not isinstance(item["method"], str):
+            return refused("the method must be a string")
+        if "id" in item and live_id is None:
+            return refused("a request id must be a string or an integer")
+        return _params_refusal(item, refused)
+    if "id" not in item:
+        return refused("a message needs a method (request, notification) or an id (response)")
+    if ("result" in item) == ("error" in item):
+        return refused("a response has either a result or an error")
+    if "result" in item:
+        return None if live_id is not None else refused("a response id must be a string or an integer")
+    error = item["error"]
+    if not isinstance(error, dict) or type(error.get("code")) is not int or not isinstance(error.get("message"), str):
+        return refused("an error must be an object with an integer code and a string message")
+    if live_id is None and item["id"] is not None:  # null: the client could not read what it answers
+        return refused("a response id must be a string, an integer or null")
+    return None
+
+
+def _params_refusal(item: dict[str, Any], refused: Callable[[str], Refusal]) -> Refusal | None:
+    method = item["method"]
+    params = item.get("params", {})
+    if not isinstance(params, dict | list):
+        return refused("params must be an object or an array")
+    if method == "notifications/cancelled" and not (isinstance(params, dict) and usable_id(params.get("requestId"))):
+        return refused("the requestId of notifications/cancelled must be a string or an integer")
+    if method == "notifications/progress" and not (isinstance(params, dict) and usable_id(params.get("progressToken"))):
+        return refused("the progressToken of notifications/progress must be a string or an integer")
+    named = NAME_PARAMS.get(method)
+    if named and isinstance(params, dict) and named in params and not isinstance(params[named], str):
+        return refused(f"the {named} of {method} must be a string")
+    if isinstance(params, dict) and "_meta" in params:
+        meta = params["_meta"]
+        if not isinstance(meta, dict):
+            return refused("params._meta must be an object")
+        if "progressToken" in meta and not usable_id(meta["progressToken"]):
+            return refused("a progressToken must be a string or an integer")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A live client's payload as read at the edge: its well-formed JSON-RPC, a message or a batch
+    of them (None when there is none), and a refusal for each part that is not."""
+
+    message: Any
+    refusals: list[Refusal]
+
+    @property
+    def json(self) -> bool:
+        """Whether the payload was JSON at all (else it may be recorded bytes the client sent)."""
+        return not (self.refusals and self.refusals[0].code == PARSE_ERROR)
+
+
+def read_client(payload: bytes) -> Incoming:
+    """What a live client sent, checked once: the well-formed messages, and why the rest is not."""
+    value, refused = read_json(payload)
+    if refused is not None:
+        return Incoming(None, [refused])
+    if not isinstance(value, list):
+        refused = refusal(value)
+        return Incoming(None, [refused]) if refused else Incoming(value, [])
+    if not value:
+        return Incoming(None, [Refusal(INVALID_REQUEST, "a batch must hold at least one message")])
+    checked = [(item, refusal(item)) for item in value]
+    good = [item for item, refused in checked if refused is None]
+    return Incoming(good or None, [refused for _, refused in checked if refused is not None])
+
+
+def params_of(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's params as an object ({} when absent or an array)."""
+    params = message.get("params")
+    return params if isinstance(params, dict) else {}

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from mcp.client.sse import sse_client
 
+from replayer.http import replay_server
 from tapes.cassette.store import Cassette, load
 from tapes.cassette.frames import Direction, Frame, Kind
 
@@ -290,6 +291,37 @@ def test_an_authorization_secret_never_reaches_the_cassette(resumable: str, reco
     assert {header(h, "Authorization") for h in heads} == {"<redacted:1>"}
     assert {header(h, "X-Api-Key") for h in heads} == {"<redacted:2>"}
     assert "json:params.arguments.text" in cassette.header.redaction
+
+
+def test_query_secrets_userinfo_and_credential_headers_are_redacted_and_replay_still_works(
+        resumable: str, record: Callable[..., Recorder]) -> None:
+    secret, password = "q-" + os.urandom(8).hex(), "pw-" + os.urandom(8).hex()
+    upstream = resumable.replace("http://", f"http://ann:{password}@") + f"?api_key={secret}"
+    recorder = record(upstream)
+    live_url = f"{recorder.origin}/mcp?api_key={secret}&cursor=c1"  # the client sends its token itself
+    credentials = {"X-Access-Key": secret, "Authentication": f"Token {secret}", "X-Credentials": password}
+    with httpx.Client(timeout=TIMEOUT, headers=credentials) as client:
+        session = RawSession(client, live_url)
+        session.post(session.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    cassette = recorder.stop()
+    banner = recorder.process.rest_of_stderr()
+
+    for text in (recorder.cassette.read_bytes(), banner.encode()):
+        assert secret.encode() not in text and password.encode() not in text
+    assert cassette.header.server["url"] == resumable.replace("http://", "http://<redacted:1>@") + "?api_key=<redacted:2>"
+    assert f"/mcp?api_key=<redacted:2> -> {cassette.header.server['url']}" in banner
+    heads = [request_head(frames) for frames in channels(cassette).values()]
+    assert {head["path"] for head in heads} == {"/mcp?api_key=<redacted:2>&cursor=c1"}
+    assert {header(head, "X-Access-Key") for head in heads} == {"<redacted:2>"}
+    assert {header(head, "Authentication") for head in heads} == {"<redacted:3>"}
+    assert {header(head, "X-Credentials") for head in heads} == {"<redacted:4>"}
+
+    # Replayed, the live client's real token (or another one: a fresh token every run) still matches.
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=credentials) as client:
+        session = RawSession(client, server.url + f"?api_key=other-{secret}&cursor=c1")
+        answer = session.post(session.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+        assert "hi" in answer.text
+    assert server.clean, server.report_lines
 
 
 def test_no_redact_keeps_secrets_and_warns(resumable: str, record: Callable[..., Recorder]) -> None:

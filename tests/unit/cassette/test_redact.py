@@ -90,3 +90,40 @@ def test_rule_names_for_the_cassette_header() -> None:
 def test_bad_paths_are_refused(path: str) -> None:
     with pytest.raises(RedactionRuleError):
         RedactionRules.default(json_paths=[path])
+
+
+@pytest.mark.parametrize("name", ["X-Access-Key", "X-Goog-Api-Key", "Authentication", "X-Credentials", "X-Amz-Credential",
+                                  "X-Refresh-Token", "Api-Secret", "X-ApiKey", "X-Signature"])
+def test_the_wider_secret_like_pattern(name: str) -> None:
+    assert Redactor(RedactionRules.default()).headers([(name, "s3cret")]) == [[name, "<redacted:1>"]]
+
+
+def test_secret_like_query_parameters_in_paths() -> None:
+    redactor = Redactor(RedactionRules.default())
+    redactor.headers([("Authorization", "Bearer X")])  # placeholders are shared with headers
+    path = "/mcp?api_key=k1&sessionId=s1&accessToken=t%201&Signature=sg&key=k1&cursor=c&sig=&flag"
+    assert redactor.path(path) == (
+        "/mcp?api_key=<redacted:2>&sessionId=s1&accessToken=<redacted:3>&Signature=<redacted:4>&key=<redacted:2>"
+        "&cursor=c&sig=&flag"
+    )
+    assert redactor.path("/mcp") == "/mcp" and redactor.path("/messages/?session_id=abc") == "/messages/?session_id=abc"
+
+
+def test_upstream_url_userinfo_and_query() -> None:
+    redactor = Redactor(RedactionRules.default())
+    assert redactor.url("https://ann:hunter2@example.com:8443/mcp?token=t1&v=2") == (
+        "https://<redacted:1>@example.com:8443/mcp?token=<redacted:2>&v=2"
+    )
+    assert redactor.url("http://127.0.0.1:3001/mcp") == "http://127.0.0.1:3001/mcp"
+    assert redactor.path("/mcp?token=t1") == "/mcp?token=<redacted:2>"  # the same secret, the same placeholder
+
+
+def test_no_redaction_keeps_queries_and_userinfo() -> None:
+    redactor = Redactor(RedactionRules.none())
+    assert redactor.path("/mcp?api_key=k") == "/mcp?api_key=k"
+    assert redactor.url("https://a:b@h/mcp?token=t") == "https://a:b@h/mcp?token=t"
+
+
+def test_query_rules_are_named_in_the_header() -> None:
+    names = RedactionRules.default().names()
+    assert any(name.startswith("query~secret-like(") for name in names) and "url:userinfo" in names

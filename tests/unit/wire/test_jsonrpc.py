@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tapes.wire.jsonrpc import LineSplitter, MessageType, classify, decode, encode, items
+from tapes.wire.jsonrpc import (
+    INVALID_REQUEST,
+    MAX_DEPTH,
+    PARSE_ERROR,
+    LineSplitter,
+    MessageType,
+    classify,
+    decode,
+    encode,
+    items,
+    read_json,
+    refusal,
+)
 
 REQUEST = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}
 NOTIFICATION = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}}
@@ -162,3 +176,74 @@ def test_line_splitter_joins_a_30_mb_line_fed_in_64_kib_chunks() -> None:
     assert splitter.feed(b"\nnext") == [line]
     assert splitter.finish() == b"next"
 
+
+
+# --- reading a live client's messages at the edge ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "says"),
+    [
+        (b"\xff{}", PARSE_ERROR, "utf-8"),
+        (b'{"id": NaN}', PARSE_ERROR, "NaN is not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, PARSE_ERROR, "nested too deeply"),
+        (b"[" * 500 + b"]" * 500, INVALID_REQUEST, f"deeper than {MAX_DEPTH}"),
+        (b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}', INVALID_REQUEST, "lone UTF-16 surrogate"),
+    ],
+)
+def test_payloads_that_are_not_json_the_replay_can_take(payload: bytes, code: int, says: str) -> None:
+    value, refused = read_json(payload)
+    assert value is None and refused is not None
+    assert refused.code == code and says in refused.reason and refused.id is None
+
+
+def test_a_payload_nested_up_to_the_limit_and_a_surrogate_pair_are_read() -> None:
+    nested = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+    assert read_json(nested) == (json.loads(nested), None)
+    assert read_json(b'{"jsonrpc":"2.0","method":"x","params":{"t":"\\ud83d\\ude00"}}')[0]["params"]["t"] == "😀"
+
+
+@pytest.mark.parametrize(
+    ("message", "live_id", "says"),
+    [
+        ({"jsonrpc": "2.0", "id": [], "result": {}}, None, "response id must be a string or an integer"),
+        ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None, "request id"),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None, "request id"),
+        ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}, None, "request id"),
+        ({"jsonrpc": "1.0", "id": 3, "method": "ping"}, 3, '"jsonrpc" must be "2.0"'),
+        ({"jsonrpc": "2.0", "id": "a", "method": 7}, "a", "method must be a string"),
+        ({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": "x"}, 4, "params must be an object or an array"),
+        ({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"_meta": []}}, 5, "_meta must be an object"),
+        ({"jsonrpc": "2.0", "id": 6, "method": "x", "params": {"_meta": {"progressToken": [1]}}}, 6, "progressToken"),
+        ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": None}}, None, "requestId"),
+        ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]}, None, "requestId"),
+        ({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1.5}}, None, "progressToken"),
+        ({"jsonrpc": "2.0", "id": 7}, 7, "either a result or an error"),
+        ({"jsonrpc": "2.0", "id": 8, "result": 1, "error": {}}, 8, "either a result or an error"),
+        ({"jsonrpc": "2.0", "id": 9, "error": {"code": "x", "message": "m"}}, 9, "integer code"),
+        ({"jsonrpc": "2.0"}, None, "needs a method"),
+        ([1], None, "JSON object"),
+        (None, None, "JSON object"),
+    ],
+)
+def test_refused_messages_say_why_and_keep_a_usable_id(message: object, live_id: object, says: str) -> None:
+    refused = refusal(message)
+    assert refused is not None and refused.code == INVALID_REQUEST and says in refused.reason
+    assert refused.id == live_id and type(refused.id) is type(live_id)
+    assert refused.reply() == {"jsonrpc": "2.0", "id": live_id,
+                               "error": {"code": INVALID_REQUEST, "message": f"Invalid Request: {refused.reason}"}}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "_meta": {"progressToken": "t"}}},
+        {"jsonrpc": "2.0", "id": "a", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "reason": "x"}},
+        {"jsonrpc": "2.0", "id": 2, "method": "legacy", "params": [1, 2]},
+        {"jsonrpc": "2.0", "id": 0, "result": {}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}},
+    ],
+)
+def test_well_formed_messages_pass(message: object) -> None:
+    assert refusal(message) is None
