@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -13,6 +14,8 @@ import pytest
 from mcp import StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from tapes.cassette.store import load
 
 from tests.support.fault_flows import SHORT_READ_TIMEOUT, FaultRun, Step, notes_steps
 from tests.support.paths import NOTES_SERVER, TAPES
@@ -97,3 +100,20 @@ def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[P
     assert run.steps == live.steps
     assert clean_summary(stderr), stderr
     assert [f"tapes replay: fault never fired: {spec}" for spec in never] == re.findall(r"tapes replay: fault never.*", stderr)
+
+
+def test_a_dry_run_lists_the_recorded_request_each_fault_would_take(recording: tuple[Path, FaultRun]) -> None:
+    cassette, _ = recording
+    faults = ["tools/call@add_note#2:error:-32000:rate limited", "resources/read@notes://index:drop", "prompts/get@other:hang"]
+    done = subprocess.run([*TAPES, "replay", str(cassette), "--dry-run", *(f"--fault={fault}" for fault in faults)],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    recorded = [f"{frame.message['method']} #{frame.message['id']} (frame {frame.seq})" for frame in load(cassette).frames
+                if frame.from_client and isinstance(frame.message, dict) and "id" in frame.message]
+    calls = [request for request in recorded if request.startswith("tools/call ")]
+    [read] = [request for request in recorded if request.startswith("resources/read ")]
+    assert done.stdout.splitlines() == [
+        f"{faults[0]} -> {calls[1]}",
+        f"{faults[1]} -> {read}",
+        f"{faults[2]} -> no recorded request: it would never fire",
+    ]
+    assert done.returncode == 1 and done.stderr == ""  # a fault that would never fire: exit 1, nothing served

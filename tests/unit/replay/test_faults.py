@@ -11,7 +11,7 @@ import pytest
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
-from tapes.replay.faults import MALFORMED, Fault, FaultAction
+from tapes.replay.faults import MALFORMED, Fault, FaultAction, dry_run
 from tapes.replay.session import ReplaySession
 
 
@@ -105,3 +105,22 @@ def test_a_fault_whose_request_matched_nothing_never_fired() -> None:
     reception = replay.receive(json.dumps(call(1, "missing")).encode())
     assert reception.missed and "no recorded request matches" in reception.replies[0].payload.decode()
     assert replay.report.unfired_faults == ["tools/call@missing:error:-32000:x"]
+
+
+def test_a_dry_run_names_the_recorded_request_each_fault_would_take() -> None:
+    hits = dry_run(["tools/call@forecast#2:error:-32000:x", "tools/call@forecast#2:hang", "prompts/get:drop"], RECORDING)
+    assert [(hit.spec, hit.request) for hit in hits] == [
+        ("tools/call@forecast#2:error:-32000:x", "tools/call #2 (frame 3)"),
+        ("tools/call@forecast#2:hang", None),  # an answer takes one fault, the first given, as in a replay
+        ("prompts/get:drop", None),
+    ]
+
+
+def test_a_dry_run_counts_each_recorded_session_afresh() -> None:
+    def session(channel: int, name: str) -> list[Frame]:
+        head = {"method": "POST", "path": "/mcp", "headers": [["Mcp-Session-Id", name]]}
+        return [Frame(channel * 10, 0.0, Direction.CLIENT_TO_SERVER, f"http:{channel}", Kind.HTTP_REQUEST, info=head),
+                Frame(channel * 10 + 1, 0.0, Direction.CLIENT_TO_SERVER, f"http:{channel}", Kind.MESSAGE, call(channel, "x"))]
+
+    hits = dry_run(["tools/call#1:hang"], [*session(1, "a"), *session(2, "b")])
+    assert [(hit.session, hit.request) for hit in hits] == [("a", "tools/call #1 (frame 11)"), ("b", "tools/call #2 (frame 21)")]
