@@ -108,7 +108,7 @@ def test_a_dry_run_lists_the_recorded_request_each_fault_would_take(recording: t
     done = subprocess.run([*TAPES, "replay", str(cassette), "--dry-run", *(f"--fault={fault}" for fault in faults)],
                           capture_output=True, text=True, timeout=TIMEOUT)
     recorded = [f"{frame.message['method']} #{frame.message['id']} (frame {frame.seq})" for frame in load(cassette).frames
-                if frame.from_client and isinstance(frame.message, dict) and "id" in frame.message]
+                if frame.from_client and isinstance(frame.message, dict) and {"id", "method"} <= frame.message.keys()]
     calls = [request for request in recorded if request.startswith("tools/call ")]
     [read] = [request for request in recorded if request.startswith("resources/read ")]
     assert done.stdout.splitlines() == [
