@@ -5,15 +5,19 @@ errors the session surfaced (a line or SSE event that is not JSON-RPC)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import anyio
-from mcp import Client, MCPError
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import IncomingMessage
+from mcp.client.stdio import stdio_client
 
+from tests.support.paths import NOTES_SERVER, TAPES
 from tests.support.processes import TIMEOUT
 
 STEPS = ("first_note", "second_note", "index", "prompt")
@@ -71,3 +75,18 @@ async def notes_steps(server: Any, *, read_timeout: float = TIMEOUT) -> FaultRun
                     run.steps[name] = Step("error", error.error.code, error.error.message)
                 run.seconds[name] = time.monotonic() - started
     return run
+
+
+def stdio_steps(argv: list[str], errlog: Path, read_timeout: float = TIMEOUT) -> FaultRun:
+    """The steps with the SDK's stdio client running `argv`, its stderr written to `errlog`."""
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    with errlog.open("w") as stderr:
+        return anyio.run(functools.partial(notes_steps, lambda: stdio_client(params, errlog=stderr),
+                                           read_timeout=read_timeout))
+
+
+def record_notes_over_stdio(cassette: Path) -> FaultRun:
+    """Record the steps against the notes server through `tapes record`; what the client saw (all answered)."""
+    live = stdio_steps([*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], cassette.with_suffix(".stderr"))
+    assert [step.outcome for step in live.steps.values()] == ["ok"] * len(STEPS), live
+    return live

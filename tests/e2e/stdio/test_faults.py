@@ -4,45 +4,31 @@ replay with a fault then answers every step as recorded but the one the fault ta
 
 from __future__ import annotations
 
-import functools
 import re
 import subprocess
 from pathlib import Path
 
-import anyio
 import pytest
-from mcp import StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tapes.cassette.store import load
 
-from tests.support.fault_flows import SHORT_READ_TIMEOUT, FaultRun, Step, notes_steps
-from tests.support.paths import NOTES_SERVER, TAPES
+from tests.support.fault_flows import SHORT_READ_TIMEOUT, FaultRun, Step, record_notes_over_stdio, stdio_steps
+from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
-
-
-def run_steps(argv: list[str], errlog: Path, read_timeout: float = TIMEOUT) -> FaultRun:
-    """The steps with the SDK's stdio client running `argv`, its stderr written to `errlog`."""
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
-    with errlog.open("w") as stderr:
-        return anyio.run(functools.partial(notes_steps, lambda: stdio_client(params, errlog=stderr), read_timeout=read_timeout))
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FaultRun]:
-    folder = tmp_path_factory.mktemp("faults")
-    cassette = folder / "notes.tape"
-    live = run_steps([*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], folder / "record.err")
-    assert [step.outcome for step in live.steps.values()] == ["ok"] * 4, live
-    return cassette, live
+    cassette = tmp_path_factory.mktemp("faults") / "notes.tape"
+    return cassette, record_notes_over_stdio(cassette)
 
 
 def replay(cassette: Path, tmp_path: Path, *faults: str, read_timeout: float = TIMEOUT) -> tuple[FaultRun, str]:
     """The steps against `tapes replay` with these faults; what the client saw and the replay's stderr."""
     errlog = tmp_path / "replay.err"
     flags = [flag for fault in faults for flag in ("--fault", fault)]
-    run = run_steps([*TAPES, "replay", str(cassette), *flags], errlog, read_timeout)
+    run = stdio_steps([*TAPES, "replay", str(cassette), *flags], errlog, read_timeout)
     return run, errlog.read_text()
 
 
@@ -91,6 +77,18 @@ def test_drop_closes_stdout_and_exits(recording: tuple[Path, FaultRun], tmp_path
     assert run.steps == {**live.steps, "index": closed, "prompt": closed}
     # what the client never asked after the drop is unused, as always
     assert re.search(r"played \d+ frames, 0 unmatched, 1 unused\n.*unused prompts/get", stderr), stderr
+
+
+def test_a_drop_exits_1_with_nothing_after_it_on_stdout() -> None:
+    """The README's canned client: the answers before the drop, the malformed tools/list line, then nothing."""
+    example = CASSETTES / "example"
+    done = subprocess.run([*TAPES, "replay", str(example / "weather.tape"), "--fault", "tools/list:malformed",
+                           "--fault", "tools/call#2:drop"], input=(example / "client.jsonl").read_bytes(),
+                          capture_output=True, timeout=TIMEOUT)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 1, done.stderr
+    assert lines[1] == b'{"jsonrpc": "2.0", "id": ' and b'"id":3,"result"' in lines[-1] and len(lines) == 4
+    assert b"played 5 frames, 0 unmatched, 0 unused" in done.stderr
 
 
 def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
