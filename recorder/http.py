@@ -306,6 +306,10 @@ async def _serve(
     addon = RecorderAddon(sink.capture, time.monotonic())
     master.addons.add(*default_addons())
     master.addons.add(addon, _Startup(master, addon, target, shown, confdir, banner))
+    # Reverse mode connects to the upstream URL but, by default, sends its host as Host; the
+    # client's own Host goes upstream instead, so the upstream's DNS-rebinding protection judges
+    # what the client sent.
+    opts.update(keep_host_header=True)
     # Connect upstream per request, not when the client connects: an upstream that is down
     # then fails that request with a 502 (recorded), not the client's connection.
     opts.update(connection_strategy="lazy")

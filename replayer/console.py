@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from tapes.cassette.store import Cassette
-from tapes.replay.session import ReplaySession, summary
 
 PREFIX = "tapes replay: "
 
@@ -22,9 +21,9 @@ def print_warnings(console: Console, cassette: Cassette) -> None:
         console.print(PREFIX + warning, style="yellow", soft_wrap=True, markup=False)
 
 
-def print_summary(console: Console, sessions: Sequence[ReplaySession]) -> bool:
-    """Print the summary of `sessions`; whether the replay was clean."""
-    lines, clean = summary(sessions)
+def print_summary(console: Console, lines: Sequence[str], clean: bool) -> bool:
+    """Print the summary `lines` (`tapes.replay.session.summary`), in green when the replay was
+    `clean`; returns `clean`."""
     for number, line in enumerate(lines):
         console.print(PREFIX + line, style=("green" if clean else "red") if number == 0 else "yellow",
                       soft_wrap=True, markup=False)

@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, sp
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
     header_mismatch,
+    host_allowed,
     mismatch_reply,
     origin_allowed,
     param_headers,
@@ -54,7 +55,8 @@ from tapes.replay.http_rules import (
     replayed_headers,
     version_problem,
 )
-from tapes.replay.outcomes import Action, Reception, Reply, Report
+from tapes.replay.engine import Repeats
+from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.sessions import RecordedSession, legacy_session_id, split_sessions
 from tapes.replay.streams import (
@@ -94,12 +96,16 @@ class _QuietDrops(logging.Filter):
 
 
 class _Session:
-    """One recorded session being replayed: its replay session, and the stream logs of its exchanges."""
+    """One live session played from one recorded session: its replay session, and the stream logs
+    of its exchanges. `live_id` is the session id the live client uses: the recorded one, or, for
+    a recorded session served again (`--repeats allow`), a new one derived from it."""
 
-    def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False) -> None:
+    def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False,
+                 live_id: str | None = None) -> None:
+        self.recorded = recorded
         self.recorded_id = recorded.session_id
-        self.recorded_frames = recorded.frames
-        self.replay = ReplaySession(recorded.frames, control, may_hand_over=may_hand_over, name=recorded.session_id)
+        self.live_id = live_id or recorded.session_id
+        self.replay = ReplaySession(recorded.frames, control, may_hand_over=may_hand_over, name=self.live_id)
         self.engine = self.replay.engine
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
@@ -112,16 +118,29 @@ class _Session:
         self.legacy_stream = opening.channel if legacy else None
         self.legacy_path = (opening.info or {}).get("path", "/").split("?", 1)[0] if legacy else None
         self.http_methods = {head.get("method") for head in heads}
-        self.rpc_methods = {
-            frame.message.get("method")
-            for frame in recorded.frames
-            if frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, dict)
-        }
+        client_messages = [frame.message for frame in recorded.frames
+                           if frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, dict)]
+        self.rpc_methods = {message.get("method") for message in client_messages}
+        # what a live session is matched by: the first request the recorded client sent (initialize)
+        self.first_request = next((m for m in client_messages if classify(m) is MessageType.REQUEST), None)
         self._changed = asyncio.Event()
         self.closing = False
         self.handover: Handover | None = None  # the real server, once the session is handed over to it
         self.standalone_stream: str | None = None  # the recorded GET stream the live client opened
+        self._copies = 0  # exchanges answered again under --repeats allow
         self.perform(self.replay.start())
+
+    def opens_like(self, message: Any, control: ReplayControl, exactly: bool = False) -> bool:
+        """Whether the live opening request `message` matches the recorded one (by the matcher;
+        `exactly`: equal params but for `_meta`, the client's self-description included)."""
+        recorded = self.first_request
+        if recorded is None or not isinstance(message, dict) or recorded.get("method") != message.get("method"):
+            return False
+        if exactly:
+            return _without_meta(recorded.get("params")) == _without_meta(message.get("params"))
+        matcher = control.matcher
+        return (matcher.key(recorded["method"], recorded.get("params")) == matcher.key(message["method"], message.get("params"))
+                and matcher.accepts(recorded, message))
 
     def perform(self, reception: Reception) -> list[Reply]:
         """File released frames under their channels and wake the connections reading them;
@@ -137,6 +156,21 @@ class _Session:
     async def changed(self) -> None:
         await self._changed.wait()
 
+    def repeat_copy(self, reception: Reception) -> tuple[str, Reception]:
+        """A repeated request's answer (`--repeats allow`) filed on a fresh copy of its exchange,
+        whose log the first answer already filled: the channel the live POST reads, and the
+        reception with the repeated frames of the exchange moved to it. What went out on another
+        channel (a legacy SSE stream) stays there."""
+        assert reception.channel is not None
+        self._copies += 1
+        copy = f"{reception.channel}~{self._copies}"
+        moved = [
+            Action(replace(action.frame, channel=copy), action.payload, action.gap)
+            if action.frame.channel == reception.channel else action
+            for action in reception.actions[: reception.repeated]
+        ]
+        return copy, replace(reception, actions=moved + reception.actions[reception.repeated :])
+
     @property
     def open_stream(self) -> str | None:
         """The recorded stream the live client has open for what is tied to no request."""
@@ -150,7 +184,7 @@ class _Session:
 @dataclass
 class ReplayOptions:
     faults: Faults = field(default_factory=Faults)
-    allowed_hosts: Sequence[str] = ()  # Origin hosts allowed besides the local ones
+    allowed_hosts: Sequence[str] = ()  # hosts allowed in Origin and Host besides the local ones
     max_body: int = MAX_BODY
     control: ReplayControl = field(default_factory=ReplayControl)  # matcher, race and repeats policies
     new_episodes: NewEpisodes | None = None  # hand a session over to the real server at its first miss
@@ -165,9 +199,14 @@ class HttpReplayer:
         self._cassette = cassette
         self._faults = FaultPlan(self.options.faults)
         new_episodes = self.options.new_episodes is not None
-        control = self.options.control.for_cassette(cassette.header)
+        # the control each session is played with: the cassette's redacted params left out of matching
+        self._control = control = self.options.control.for_cassette(cassette.header)
         self._sessions = [_Session(recorded, control, new_episodes) for recorded in split_sessions(cassette.frames)]
-        self._by_id = {s.recorded_id: s for s in self._sessions if s.recorded_id is not None}
+        self._originals = list(self._sessions)  # one per recorded session, in recorded order
+        self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
+        self._served_again = 0
+        self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
+        self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         requests = [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
         if not requests:
@@ -188,16 +227,19 @@ class HttpReplayer:
         return [session.replay for session in self._sessions]
 
     def report_lines(self) -> list[str]:
-        """The replay summary, one block per recorded session (named when there are several)."""
-        return summary(self.replays)[0]
+        """The replay summary, one block per live session (named when there are several), then
+        the requests no session could take."""
+        return summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
 
     @property
     def clean(self) -> bool:
-        return summary(self.replays)[1]
+        return summary(self.replays)[1] and not self._unrouted
 
     def report(self) -> Report:
         """The sessions' reports as one."""
-        return merged_report(self.replays)
+        merged = merged_report(self.replays)
+        merged.unmatched += self._unrouted
+        return merged
 
     async def close(self) -> None:
         """End every open stream (the server is shutting down)."""
@@ -219,7 +261,7 @@ class HttpReplayer:
             episode += frames
             session.replay.episode_recorded(len(frames))
         played = set().union(*(session.replay.played_frames for session in self._sessions))
-        replaced = {frame.seq for session in handed_over for frame in session.recorded_frames}
+        replaced = {frame.seq for session in handed_over for frame in session.recorded.frames}
         replace_file(splice(self._cassette, played, episode, replaced), self.options.new_episodes.cassette)
         return len(episode)
 
@@ -228,8 +270,13 @@ class HttpReplayer:
     async def _handle(self, request: Request) -> Response:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
             return _error(403, "Forbidden: Origin not allowed")
+        # the address the client reached this replayer at is one of its names too
+        local = request.scope.get("server")
+        if not host_allowed(request.headers.get("host"), self._allowed_hosts | {local[0]} if local else self._allowed_hosts):
+            return _error(421, "Misdirected Request: Host not allowed")
         path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
         if path not in self.paths:
+            self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             return _error(400, problem)
@@ -263,20 +310,24 @@ class HttpReplayer:
         if reception.missed and session.replay.may_hand_over:
             if (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
                 return handed_over
+        channel = reception.channel
+        if reception.repeated:
+            channel, reception = session.repeat_copy(reception)
         made_up = session.perform(reception)
         if session.legacy_stream is not None and made_up:
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
             session.deliver([as_stream_message(session.legacy_stream, reply.payload) for reply in made_up])
             made_up = []
-        if reception.channel is None:
+        if channel is None:
             return _made_up(made_up)
         # At 2026-07-28 a client cancels a request by closing its response stream.
         cancel = partial(session.engine.close_stream, reception.channel) if stateless else None
-        return await self._exchange(request, session, Cursor(reception.channel), made_up, cancel)
+        return await self._exchange(request, session, Cursor(channel), made_up, cancel)
 
     async def _get(self, request: Request, session: _Session) -> Response:
         last_event_id = request.headers.get("last-event-id")
-        reception = session.replay.open("GET", last_event_id)
+        target = _target(request)
+        reception = session.replay.open("GET", target, last_event_id)
         session.perform(reception)
         if reception.channel is not None:
             if last_event_id is None:
@@ -292,11 +343,14 @@ class HttpReplayer:
             return _error(400, f"Bad Request: Last-Event-ID {last_event_id!r} names no event of this session")
         if "GET" not in session.http_methods:
             return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session)
-        session.engine.note_unmatched("GET", "every recorded GET stream of the session was already opened")
+        if not session.engine.opens_to("GET", target):
+            session.engine.note_unmatched(f"GET {target}", "the recording has no GET with that path and query")
+            return _error(404, f"Not Found: the recording has no GET {target}")
+        session.engine.note_unmatched(f"GET {target}", "every recorded GET stream of the session was already opened")
         return _error(409, "Conflict: the recording has no further GET stream for this session")
 
     async def _delete(self, request: Request, session: _Session) -> Response:
-        reception = session.replay.open("DELETE")
+        reception = session.replay.open("DELETE", _target(request))
         session.perform(reception)
         if reception.channel is None:
             return _error(405, "Method Not Allowed: the recorded server was not asked to end the session", allow=session)
@@ -305,25 +359,62 @@ class HttpReplayer:
         return response
 
     def _session_for(self, request: Request, message: Any) -> _Session | Response:
-        """The recorded session a live request belongs to, or the error response that says why none."""
+        """The live session a request belongs to, or the error response that says why none."""
         session_id = request.headers.get("mcp-session-id") or legacy_session_id(str(request.url))
         if session_id is not None:
-            session = self._by_id.get(session_id)
+            session = self._live.get(session_id)
             if session is None or session.deleted or session_id in self._faults.missing_sessions:
                 return _error(404, "Not Found: session not found")
             return session
         # A new session is opened the way the recorded one was: initialize, or a legacy GET.
         opening = classify(message) is MessageType.REQUEST and message["method"] == "initialize"
-        if opening or request.method == "GET":
-            for session in self._sessions:
-                if session.recorded_id and not session.claimed and session.opening_method == request.method:
-                    session.claimed = True
-                    return session
+        if opening or (request.method == "GET" and request.scope["path"] in self._legacy_paths):
+            found = self._open_session(request.method, message if opening else None)
+            if found is not None:
+                return found
         sessionless = self._sessionless
         asked = message.get("method") if isinstance(message, dict) else request.method
-        if sessionless is not None and (not self._by_id or asked in sessionless.rpc_methods | sessionless.http_methods):
+        if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
             return sessionless
         return _error(400, "Bad Request: Mcp-Session-Id header is required")
+
+    def _open_session(self, method: str, opening: dict[str, Any] | None) -> _Session | Response | None:
+        """The recorded session a new live session plays: an unclaimed one whose opening request
+        matches the live one (equal params first, then by the matcher; recorded order breaks
+        ties), else the first unclaimed one opened the same way (its engine names what differed).
+        When all of them are taken: under --repeats allow a fresh copy of the best one, served
+        from its start; otherwise an error naming it, counted as unmatched. None: no recorded
+        session opens this way."""
+        control = self._control
+        recorded = [s for s in self._originals if s.recorded_id and s.opening_method == method]
+        if opening is not None:
+            exact = [s for s in recorded if s.opens_like(opening, control, exactly=True)]
+            matching = exact + [s for s in recorded if s not in exact and s.opens_like(opening, control)]
+            pool = matching or recorded
+        else:
+            pool = recorded
+        if not pool:
+            return None
+        free = next((s for s in pool if not s.claimed), None)
+        if free is not None:
+            free.claimed = True
+            return free
+        best = pool[0]
+        if control.repeats is Repeats.ALLOW:
+            self._served_again += 1
+            copy = _Session(best.recorded, control, self.options.new_episodes is not None,
+                            live_id=f"{best.recorded_id}-again-{self._served_again}")
+            copy.claimed = True
+            self._sessions.append(copy)
+            self._live[copy.live_id] = copy
+            return copy
+        reason = (f"every recorded session that opens this way was already played (session {best.recorded_id}); "
+                  "--repeats allow serves it again from its start")
+        summary = f"{opening['method']} id {opening['id']!r}" if opening is not None else f"{method} (a new session)"
+        best.engine.note_unmatched(summary, reason)
+        if opening is None:
+            return _error(409, f"Conflict: {reason}")
+        return _made_up([Reply.error(opening["id"], NO_MATCH, f"mcp-tapes: {reason}")])
 
     async def _hand_over(self, request: Request, session: _Session, body: bytes, misses: int) -> Response | None:
         """The session's first miss: the real server takes the session over from here, and answers
@@ -360,9 +451,15 @@ class HttpReplayer:
         while log.head is None and not log.ended and not session.closing:
             await session.changed()
         if log.head is None:
+            if session.legacy_stream is not None and cursor.channel != session.legacy_stream:
+                # The recorded client left before its POST's answer came; a legacy HTTP+SSE server
+                # answers every message it takes with 202 (the JSON-RPC answer is on the stream).
+                return Response(b"Accepted", 202)
             raise _Drop  # the recorded server never answered: cut the connection
         info = log.head.frame.info or {}
         headers = replayed_headers(info.get("headers") or ())
+        if session.live_id != session.recorded_id:  # a recorded session served again, under its own id
+            headers = [(k, session.live_id if k.lower() == "mcp-session-id" else v) for k, v in headers]
         if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
             events = self._events(session, cursor, request, made_up)
@@ -409,18 +506,20 @@ class HttpReplayer:
             if delay := (self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap)
                          + delivery.action.hold):
                 await asyncio.sleep(delay)
-            yield self._event_bytes(delivery.action, request)
+            yield self._event_bytes(delivery.action, request, session)
             if self._faults.malformed_after(channel, delivery.event):
                 yield MALFORMED_EVENT
             if self._faults.drop_after(channel, delivery.event):
                 raise _Drop
 
-    def _event_bytes(self, action: Action, request: Request) -> bytes:
+    def _event_bytes(self, action: Action, request: Request, session: _Session) -> bytes:
         info = action.frame.info or {}
         if info.get("event") != "endpoint":
             return sse_bytes(action)
         origin = f"{request.url.scheme}://{request.url.netloc}"
         data = moved_to_origin(action.payload.decode(), self._cassette.header.server.get("url"), origin)
+        if session.live_id != session.recorded_id and session.recorded_id:
+            data = data.replace(f"={session.recorded_id}", f"={session.live_id}")  # the endpoint names the live session
         return sse_bytes(Action(action.frame, data.encode()))
 
 
@@ -496,6 +595,17 @@ async def _dropped() -> AsyncIterator[bytes]:
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
     return encode([*items(parse(body)), *(reply.message for reply in replies)])
+
+
+def _target(request: Request) -> str:
+    """The request's path and query as the client sent them (as recorded)."""
+    query = request.scope.get("query_string", b"")
+    return request.scope.get("raw_path", request.scope["path"].encode()).decode("latin-1") + (
+        f"?{query.decode('latin-1')}" if query else "")
+
+
+def _without_meta(params: Any) -> Any:
+    return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
 
 
 def _too_large(limit: int) -> Response:
@@ -682,5 +792,5 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     replayer.add_new_episodes()
-    clean = print_summary(console, replayer.replays)
+    clean = print_summary(console, replayer.report_lines(), replayer.clean)
     return 1 if strict and not clean else 0

@@ -32,7 +32,7 @@ from tapes.replay.episodes import (
     splice,
 )
 from tapes.replay.outcomes import Reception
-from tapes.replay.session import ReplaySession
+from tapes.replay.session import ReplaySession, summary
 from tapes.wire.jsonrpc import LineSplitter
 
 STDIN, STDOUT, STDERR = 0, 1, 2
@@ -224,7 +224,7 @@ def replay_stdio(
         session.episode_recorded(episode.splice_into(cassette, session.played_frames, new_episodes.cassette))
     if report_path is not None:
         report_path.write_text(json.dumps(session.report.as_json()))
-    clean = print_summary(console, [session])
+    clean = print_summary(console, *summary([session]))
     if strict and not clean:
         return 1
     return server.exit_status or 0

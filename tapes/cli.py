@@ -63,6 +63,8 @@ def main() -> None:
     "bundle (certifi), e.g. for a self-signed or internal CA. Verification stays on.",
 )
 @click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function first.")
+@click.option("--script", type=click.Path(exists=True, dir_okay=False),
+              help="Drive the server with the SDK client through the steps of this YAML/JSON file (no client needed).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(
     output: str,
@@ -75,6 +77,7 @@ def record(
     ca_dir: str,
     upstream_ca: str | None,
     before_record: str | None,
+    script: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Record a session into a cassette.
@@ -83,9 +86,21 @@ def record(
     stdio:  tapes record -o FILE -- SERVER COMMAND...   (where the client expects the server command)
     HTTP:   tapes record -o FILE --upstream URL [--listen HOST:PORT]   (point the client at the proxy)
             tapes record -o FILE --proxy [--listen HOST:PORT]          (a forward proxy)
+    Scripted (the SDK client runs FILE's steps):
+            tapes record --script FILE -o OUT -- SERVER COMMAND...  |  --upstream URL
     """
     if sum((bool(command), upstream is not None, proxy)) != 1:
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
+    if script is not None:
+        if proxy:
+            raise UserError("--script drives a server command (after --) or --upstream URL, not --proxy")
+        from recorder.script import record_script
+
+        flags = [*(f for name in redact_headers for f in ("--redact-header", name)),
+                 *(f for path in redact_paths for f in ("--redact-path", path)),
+                 *(["--no-redact"] if no_redact else []), *(["--before-record", before_record] if before_record else []),
+                 *(["--upstream-ca", upstream_ca] if upstream_ca else [])]
+        sys.exit(record_script(script, output, flags, command=list(command), upstream=upstream))
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
@@ -124,7 +139,7 @@ def record(
 )
 @click.option("--http", "over_http", is_flag=True, help="Be the recorded server over HTTP instead of stdio.")
 @click.option("--listen", metavar="HOST:PORT", help="Where --http listens (default 127.0.0.1:8080).")
-@click.option("--allow-origin", "allowed_hosts", multiple=True, metavar="HOST", help="Also accept this Origin host.")
+@click.option("--allow-origin", "allowed_hosts", multiple=True, metavar="HOST", help="Also accept this host in Origin and Host headers.")
 @click.option("--drop-after", multiple=True, metavar="CHANNEL:N", help="Cut the connection after event N (http:9:2).")
 @click.option("--delay", multiple=True, metavar="CHANNEL:N:SECONDS", help="Wait before sending event N.")
 @click.option("--malformed", multiple=True, metavar="CHANNEL:N", help="Send a malformed event after event N.")
@@ -289,12 +304,59 @@ def show(cassette: str, width: int | None) -> None:
 
 @main.command("export")
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="JSON Lines file to write.")
-def export_jsonl(cassette: str, output: str) -> None:
-    """Convert a cassette to its JSON Lines twin (for review in git)."""
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write (- for stdout, with --format har).")
+@click.option("--format", "output_format", type=click.Choice(["jsonl", "har"]), default="jsonl", show_default=True,
+              help="jsonl: the cassette's JSON Lines twin (for review in git); har: an HTTP cassette as HAR 1.2.")
+def export(cassette: str, output: str, output_format: str) -> None:
+    """Convert a cassette to its JSON Lines twin, or an HTTP cassette to a HAR 1.2 log."""
     from tapes.cassette.store import load, save
 
-    save(load(cassette), output, jsonl=True)
+    if output_format == "jsonl":
+        if output == "-":
+            raise UserError("-o - (stdout) is for --format har; a JSON Lines cassette needs a file name")
+        save(load(cassette), output, jsonl=True)
+        return
+    import json
+
+    from tapes.render.har import to_har
+
+    text = json.dumps(to_har(load(cassette), cassette), indent=1, ensure_ascii=False)
+    with click.open_file(output, "w", encoding="utf-8") as out:
+        out.write(text + "\n")
+
+
+@main.command()
+@click.argument("cassette", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Cassette to write (NAME.jsonl: JSON Lines; otherwise msgpack). May be CASSETTE itself.")
+@click.option("--redact-header", "redact_headers", multiple=True, metavar="NAME", help="Also redact this header.")
+@click.option(
+    "--redact-path", "redact_paths", multiple=True, metavar="PATH", help="Redact this JSON path in messages (a.b.*.c)."
+)
+@click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function too.")
+def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_paths: tuple[str, ...],
+           before_record: str | None) -> None:
+    """Apply the default redaction rules (and these) to a recorded cassette; list what was replaced."""
+    import os
+
+    from tapes.cassette.post_redact import redact_cassette
+    from tapes.cassette.redact import RedactionRuleError, RedactionRules, Redactor
+    from tapes.cassette.scrub import load_hook
+    from tapes.cassette.store import load, save
+
+    try:
+        rules = RedactionRules.default(redact_headers, redact_paths)
+    except RedactionRuleError as error:
+        raise UserError(str(error)) from None
+    hook = load_hook(before_record) if before_record else None
+    redacted, replaced = redact_cassette(load(cassette), Redactor(rules), hook)
+    scratch = f"{output}.tmp"  # written beside, then renamed: -o CASSETTE never leaves half a file
+    save(redacted, scratch, jsonl=output.endswith(".jsonl"))
+    os.replace(scratch, output)
+    click.echo(f"tapes redact: wrote {output}" + ("" if replaced else " (nothing to replace)"))
+    for entry in replaced:
+        click.echo(f"  {entry.describe()}")
 
 
 @main.command("import")
@@ -329,7 +391,8 @@ def _noise_options(command: Any) -> Any:
                         help="Noise rules to apply (default: all of meta, uuids, timestamps).")(command)
 
 
-def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
+def _emit_diff(report: Any, output_format: str, fail_on: str, accepted: bool = False) -> None:
+    """Print the report and exit with its code (0 when the user accepted the new session)."""
     import json
 
     from rich.console import Console
@@ -342,7 +405,7 @@ def _emit_diff(report: Any, output_format: str, fail_on: str) -> None:
         click.echo(markdown(report))
     else:
         print_report(report, Console(soft_wrap=True))
-    sys.exit(report.exit_code(fail_on))
+    sys.exit(0 if accepted else report.exit_code(fail_on))
 
 
 @main.command()
@@ -378,9 +441,11 @@ def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tupl
               help="Seconds to wait for what the next client message depends on.")
 @click.option("--format", "output_format", type=_FORMATS, default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["any", "breaking"]), default="any", show_default=True)
+@click.option("--update", is_flag=True,
+              help="Accept the live session: when it differs, rewrite CASSETTE with it (same format) and exit 0.")
 @_noise_options
 def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: str | None, step_timeout: float,
-           output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
+           output_format: str, fail_on: str, update: bool, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
     """Replay a recording's client side against a live server and diff the new session with it.
 
     \b
@@ -413,13 +478,29 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
         else:
             live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
-    _emit_diff(report, output_format, fail_on)
+    accepted = update and report.exit_code("any") != 0
+    if accepted:
+        import os
+
+        from tapes.cassette.store import save
+
+        scratch = f"{cassette}.tmp"  # written beside, then renamed over: never half a cassette
+        save(live, scratch, jsonl=Path(cassette).read_bytes()[:1] == b"{")
+        os.replace(scratch, cassette)
+        click.echo(f"tapes verify: updated {cassette} to the live session", err=True)
+    elif update:
+        click.echo(f"tapes verify: {cassette} already matches the live session; left as it is", err=True)
+    _emit_diff(report, output_format, fail_on, accepted)
 
 
 @main.command()
 @click.argument("cassettes", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def lint(cassettes: tuple[str, ...], output_format: str) -> None:
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "github", "sarif"]), default="text",
+              show_default=True, help="github: workflow annotations; sarif: SARIF 2.1.0 (code scanning).")
+@click.option("--security", is_flag=True, help="Also check the tool, prompt and resource surface and look for secrets.")
+@click.option("--baseline", type=click.Path(dir_okay=False),
+              help="With --security: report tools whose description or input schema changed since this cassette.")
+def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baseline: str | None) -> None:
     """Check cassettes against the rules of their negotiated protocol version (exit 0 clean, 1 findings, 2 error)."""
     import json
 
@@ -427,16 +508,37 @@ def lint(cassettes: tuple[str, ...], output_format: str) -> None:
     from tapes.analysis.lint import lint as lint_cassette
     from tapes.cassette.store import load
 
+    if baseline and not security:
+        raise UserError("--baseline only applies with --security")
+    rules = dict(RULES)
+    old = None
+    if security:
+        from tapes.analysis.security import SECURITY_RULES, security_lint
+
+        rules |= SECURITY_RULES
+        old = load(baseline) if baseline else None
     results = {}
     for path in cassettes:
         cassette = load(path)
-        results[path] = (cassette.protocol_version, lint_cassette(cassette))
-    if output_format == "json":
-        click.echo(json.dumps({path: {"protocol": era, "findings": [{"frame": f.seq, "rule": f.rule, "message": f.message,
-                                                                      "rule_text": RULES[f.rule]} for f in findings]}
-                               for path, (era, findings) in results.items()}, indent=2, ensure_ascii=False, default=str))
+        findings = lint_cassette(cassette) + (security_lint(cassette, old) if security else [])
+        results[path] = (cassette, sorted(findings, key=lambda finding: (finding.seq, finding.rule)))
+    if output_format in ("github", "sarif"):
+        from tapes.analysis.report import github_annotations, sarif
+
+        located = {path: (cassette.frames, findings, Path(path).read_bytes()[:1] == b"{")  # JSON Lines: lines
+                   for path, (cassette, findings) in results.items()}
+        if output_format == "github":
+            click.echo("\n".join(github_annotations(located, rules)))
+        else:
+            click.echo(json.dumps(sarif(located, rules), indent=2, ensure_ascii=False))
+    elif output_format == "json":
+        click.echo(json.dumps({path: {"protocol": cassette.protocol_version,
+                                      "findings": [{"frame": f.seq, "rule": f.rule, "message": f.message,
+                                                    "rule_text": rules[f.rule]} for f in findings]}
+                               for path, (cassette, findings) in results.items()}, indent=2, ensure_ascii=False, default=str))
     else:
-        for path, (era, findings) in results.items():
+        for path, (cassette, findings) in results.items():
+            era = cassette.protocol_version
             click.echo(f"{path} ({era or 'unknown protocol'}): {len(findings) or 'no'} finding{'s' * (len(findings) != 1)}")
             for finding in findings:
                 click.echo(f"  {finding.describe()}")

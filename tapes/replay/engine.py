@@ -97,10 +97,11 @@ class ReplayEngine:
             self._notifications[self._key(item)].append(key)
         self._answers = {request_id: deque(keys) for request_id, keys in index.answers.items()}
         self._raw = {payload: deque(keys) for payload, keys in index.raw.items()}
-        self._opens: dict[tuple[Any, str | None], deque[ItemKey]] = defaultdict(deque)  # (method, Last-Event-ID)
+        # bodiless HTTP requests by (method, path with query, Last-Event-ID)
+        self._opens: dict[tuple[Any, Any, str | None], deque[ItemKey]] = defaultdict(deque)
         for key in index.opens:
             info = self._item_frames[key].info or {}
-            self._opens[(info.get("method"), header(info.get("headers"), "last-event-id"))].append(key)
+            self._opens[(info.get("method"), info.get("path"), header(info.get("headers"), "last-event-id"))].append(key)
         self._end = deque(index.ends)
         self._cancels = {interaction: deque(interaction.cancel_items) for interaction in index.interactions if interaction.cancel_items}
         self._resent: list[Action] = []  # Repeats.ALLOW: answers sent again, ahead of what is released
@@ -176,12 +177,13 @@ class ReplayEngine:
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
         resent, self._resent = self._resent, []
-        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses)
+        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent))
 
-    def open(self, method: str, last_event_id: str | None = None) -> Reception:
-        """An HTTP request without a body (a GET stream, a DELETE): it plays the first unplayed
-        recorded exchange with that method and that Last-Event-ID, if there is one."""
-        recorded = self._opens.get((method, last_event_id))
+    def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
+        """An HTTP request without a body (a GET stream, a DELETE) to `target` (path and query):
+        it plays the first unplayed recorded exchange with that method, target and Last-Event-ID,
+        if there is one."""
+        recorded = self._opens.get((method, target, last_event_id))
         if not recorded:
             return Reception([])
         key = recorded.popleft()
@@ -205,6 +207,10 @@ class ReplayEngine:
         """The live client may cancel this request though the recording does not (a fault holds or
         breaks its answer): its cancel, or its stream's close, is then no miss."""
         self._excused.add(live_id)
+
+    def opens_to(self, method: str, target: str) -> bool:
+        """Whether the recording has a bodiless `method` request to `target` at all (played or not)."""
+        return any(key[:2] == (method, target) for key in self._opens)
 
     def note_unmatched(self, summary: str, reason: str) -> None:
         """A miss an adapter found (e.g. an HTTP request no recorded exchange answers)."""

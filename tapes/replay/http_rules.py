@@ -44,6 +44,18 @@ def origin_allowed(origin: str | None, allowed_hosts: Iterable[str]) -> bool:
     return host.lower() in hosts
 
 
+def host_allowed(host: str | None, allowed_hosts: Iterable[str]) -> bool:
+    """The other half of the DNS-rebinding defence: the Host a request names (any port) must be
+    an allowed host; a request without one (HTTP/1.0) is fine."""
+    if host is None:
+        return True
+    try:
+        name = urlsplit(f"//{host}").hostname
+    except ValueError:
+        return False
+    return name is not None and name.lower() in {h.strip("[]").lower() for h in allowed_hosts}
+
+
 def version_problem(version: str | None, accepted: Iterable[str] = KNOWN_VERSIONS) -> str | None:
     """Why an `MCP-Protocol-Version` header is refused (400), or None when it is absent or known."""
     if version is None or version in accepted:

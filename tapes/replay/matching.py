@@ -125,6 +125,7 @@ class Matcher:
     """
 
     name = "default"
+    empty_params_are_none = True  # clients differ in sending `"params": {}` or no params for the same request
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
         paths = {method: list(pointers) for method, pointers in VOLATILE_PATHS.items()}
@@ -145,7 +146,7 @@ class Matcher:
         for path in self._ignore["*"] + self._ignore.get(method, []):
             stripped = without(params, path)
             params = None if stripped is REMOVED else stripped
-        return params
+        return None if params == {} and self.empty_params_are_none else params
 
     def key(self, method: str, params: Any) -> Hashable:
         relevant = canonical(self.relevant(method, params))
@@ -169,6 +170,7 @@ class ExactMatcher(Matcher):
     """Method + every param, `_meta` and `clientInfo` included."""
 
     name = "exact"
+    empty_params_are_none = False
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
         super().__init__(ignore)

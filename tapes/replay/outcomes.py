@@ -51,12 +51,15 @@ class Reception:
     """What a live client message (or HTTP request) led to: the recorded frames it released, the
     replies made up for the parts of it that matched nothing, and the recorded channel it was
     matched to (an HTTP adapter answers on that exchange's framing; None when nothing matched).
-    `missed`: how many of its items matched nothing."""
+    `missed`: how many of its items matched nothing. `repeated`: how many of `actions`, at their
+    start, answer a request again under Repeats.ALLOW; their channel was played already, so an HTTP
+    adapter serves them on a fresh copy of that exchange."""
 
     actions: list[Action]
     replies: list[Reply] = field(default_factory=list)
     channel: str | None = None
     missed: int = 0
+    repeated: int = 0
 
 
 @dataclass(frozen=True, slots=True)

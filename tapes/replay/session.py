@@ -64,8 +64,8 @@ class ReplaySession:
             self.sent.append((payload, headers))
         return self._noted(reception)
 
-    def open(self, method: str, last_event_id: str | None = None) -> Reception:
-        return self._noted(self.engine.open(method, last_event_id))
+    def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
+        return self._noted(self.engine.open(method, target, last_event_id))
 
     def end(self) -> Reception:
         return self._noted(Reception(self.engine.end()))

@@ -55,14 +55,14 @@ def still_serving(server: ReplayServer) -> None:
 
 def test_a_large_header_is_refused(server: ReplayServer) -> None:
     with connect(server) as sock:
-        sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (MAX_HEAD + 1) + b"\r\n\r\n")
+        sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (MAX_HEAD + 1) + b"\r\n\r\n")
         answer = read_all(sock)
     assert answer.startswith(b"HTTP/1.1 431 ") and f"larger than {MAX_HEAD} bytes".encode() in answer
     still_serving(server)
 
 
 def test_a_16_mb_header_is_cut_off_without_being_read(server: ReplayServer) -> None:
-    head = b"GET /mcp HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (16 * 1024 * 1024) + b"\r\n\r\n"
+    head = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (16 * 1024 * 1024) + b"\r\n\r\n"
     sent = 0
     with connect(server) as sock:
         try:
@@ -79,7 +79,7 @@ def test_a_16_mb_header_is_cut_off_without_being_read(server: ReplayServer) -> N
 def test_too_many_header_fields_are_refused(server: ReplayServer) -> None:
     fields = b"".join(b"X-H%d: v\r\n" % i for i in range(20_000))
     with connect(server) as sock:
-        sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n")
+        sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" + fields + b"\r\n")
         answer = read_all(sock)
     assert answer.startswith(b"HTTP/1.1 431 ") and f"more than {MAX_HEADERS} header fields".encode() in answer
     many_but_allowed = {f"X-H{i}": "v" for i in range(MAX_HEADERS - 10)}
@@ -91,7 +91,7 @@ def test_slowloris_connections_are_closed_and_others_are_served(server: ReplaySe
     slow = [connect(server) for _ in range(50)]
     try:
         for sock in slow:
-            sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: x\r\n")  # a head that never ends
+            sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # a head that never ends
         still_serving(server)
         answers = [read_all(sock) for sock in slow]
     finally:
@@ -101,7 +101,7 @@ def test_slowloris_connections_are_closed_and_others_are_served(server: ReplaySe
 
 
 def test_a_client_dripping_its_head_is_cut_off(server: ReplayServer) -> None:
-    head = b"GET /mcp HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10_000 + b"\r\n\r\n"
+    head = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10_000 + b"\r\n\r\n"
     with connect(server) as sock:
         sent = 0
         # a byte every 20 ms, until the server says something
@@ -118,7 +118,7 @@ def test_idle_connections_are_closed(server: ReplayServer) -> None:
 
 def test_a_body_that_does_not_come_is_cut_off(server: ReplayServer) -> None:
     with connect(server) as sock:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
         answer = read_all(sock)
     assert answer.startswith(b"HTTP/1.1 408 ") and b"request body did not arrive" in answer
     still_serving(server)

@@ -79,12 +79,12 @@ def test_standalone_get_stream_frames_wait_for_the_live_get() -> None:
     engine.receive(json.dumps(note("notifications/initialized")).encode())
     calls = engine.receive(json.dumps(req(2, "tools/call", {"name": "ask"}, token=2)).encode())
     assert all(action.frame.channel == "http:4" for action in calls.actions)
-    opened = engine.open("GET")
+    opened = engine.open("GET", "/mcp")
     assert opened.channel == "http:3"
     assert what(opened.actions) == [("http:3", "http_response", 200),
                                     ("http:3", "sse_event", note("notifications/resources/list_changed"))]
-    assert engine.open("GET").channel is None  # only one GET stream was recorded
-    assert engine.open("GET", "4-2").channel is None  # nor any resumption
+    assert engine.open("GET", "/mcp").channel is None  # only one GET stream was recorded
+    assert engine.open("GET", "/mcp", "4-2").channel is None  # nor any resumption
 
 
 def test_recorded_resumption_is_matched_by_its_last_event_id() -> None:
@@ -101,7 +101,7 @@ def test_recorded_resumption_is_matched_by_its_last_event_id() -> None:
     got = engine.receive(json.dumps(req(5, "tools/call", {"name": "slow"})).encode())
     # no progress token live: the progress event is not sent; the recorded cut is
     assert what(got.actions) == [("http:1", "http_response", 200), ("http:1", "stream_end", None)]
-    resumed = engine.open("GET", "e1")
+    resumed = engine.open("GET", "/mcp", "e1")
     assert resumed.channel == "http:2"
     assert what(resumed.actions) == [("http:2", "http_response", 200), ("http:2", "sse_event", res(5, "ok")),
                                      ("http:2", "stream_end", None)]

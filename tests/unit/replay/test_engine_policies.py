@@ -119,6 +119,14 @@ def test_named_matchers(matcher: str, live_params: dict, matches: bool) -> None:
     assert (reply == res(4, "sunny")) is matches
 
 
+@pytest.mark.parametrize(("matcher", "matches"), [("default", True), ("exact", False)])
+def test_empty_params_are_no_params_except_to_the_exact_matcher(matcher: str, matches: bool) -> None:
+    # the Python SDK sends tools/list without params, the TypeScript SDK with "params": {}
+    engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": []}))), matcher_named(matcher))
+    [reply] = send(engine, req(7, "tools/list", {}))
+    assert (reply == res(7, {"tools": []})) is matches
+
+
 def test_ignored_paths_and_registered_matchers() -> None:
     engine = ReplayEngine(WEATHER, matcher_named("default", ignore=["/arguments/city"]))
     assert send(engine, req(4, "tools/call", {"name": "w", "arguments": {"city": "Lyon"}})) == [res(4, "sunny")]

@@ -1,0 +1,120 @@
+"""`tapes redact`: the record-time redaction (RedactionRules through a Redactor, then a
+before-record hook) applied to a cassette that already exists, e.g. before it goes into a bug
+report. Returns the new cassette and what was replaced, by kind and location, never the secret.
+
+Placeholders already in the cassette keep their numbers: the Redactor is first taught that each
+`<redacted:N>` up to the highest one stands for itself, so a new secret gets the next number and an
+already redacted value is not redacted again under another name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tapes.cassette.frames import Frame
+from tapes.cassette.redact import Redactor
+from tapes.cassette.scrub import FrameHook, hook_label
+from tapes.cassette.store import Cassette
+
+_PLACEHOLDER = re.compile(rb"<redacted:(\d+)>")
+
+
+@dataclass
+class Replaced:
+    """One kind of replacement at one location: `header Authorization`, `json params.arguments.key`,
+    `hook mod:fn (changed)`; the frames it happened in and the placeholders it wrote."""
+
+    what: str
+    frames: list[int] = field(default_factory=list)
+    placeholders: set[str] = field(default_factory=set)
+
+    def describe(self) -> str:
+        shown = ", ".join(map(str, self.frames[:8])) + (", ..." if len(self.frames) > 8 else "")
+        ordered = sorted(self.placeholders, key=_number)
+        placeholders = ", ".join(ordered[:5]) + (", ..." if len(ordered) > 5 else "")
+        frames = f"{len(self.frames)} frame{'s' * (len(self.frames) != 1)} ({shown})"
+        return f"{self.what}: {frames}" + (f" -> {placeholders}" if placeholders else "")
+
+
+def _number(placeholder: str) -> int:
+    found = _PLACEHOLDER.search(placeholder.encode())
+    return int(found[1]) if found else 0
+
+
+def redact_cassette(cassette: Cassette, redactor: Redactor, hook: FrameHook | None = None) -> tuple[Cassette, list[Replaced]]:
+    _keep_existing_placeholders(cassette, redactor)
+    report: dict[str, Replaced] = {}
+
+    def note(what: str, seq: int, placeholder: str | None = None) -> None:
+        entry = report.setdefault(what, Replaced(what))
+        if not entry.frames or entry.frames[-1] != seq:
+            entry.frames.append(seq)
+        if placeholder:
+            entry.placeholders.add(placeholder)
+
+    frames = []
+    for frame in cassette.frames:
+        redacted = _redacted_frame(frame, redactor, note)
+        if hook is not None:
+            scrubbed = hook(redacted)
+            if scrubbed is None:
+                note(f"{hook_label(hook)} (dropped)", frame.seq)
+                continue
+            if not isinstance(scrubbed, Frame):
+                raise TypeError(f"the before-record hook returned {type(scrubbed).__name__}, not a Frame or None")
+            if scrubbed != redacted:
+                note(f"{hook_label(hook)} (changed)", frame.seq)
+            redacted = scrubbed
+        frames.append(redacted)
+    names = [*cassette.header.redaction]
+    names += [name for name in redactor.rules.names() if name not in names]
+    if hook is not None and hook_label(hook) not in names:
+        names.append(hook_label(hook))
+    header = dataclasses.replace(cassette.header, redaction=tuple(names))
+    return Cassette(header, frames, list(cassette.warnings)), list(report.values())
+
+
+def _keep_existing_placeholders(cassette: Cassette, redactor: Redactor) -> None:
+    highest = 0
+    for frame in cassette.frames:
+        seen = frame.payload + (repr(frame.info).encode() if frame.info else b"")
+        for found in _PLACEHOLDER.finditer(seen):
+            highest = max(highest, int(found[1]))
+    for number in range(1, highest + 1):
+        redactor.placeholder(f"<redacted:{number}>")
+
+
+def _redacted_frame(frame: Frame, redactor: Redactor, note: Any) -> Frame:
+    changes: dict[str, Any] = {}
+    headers = (frame.info or {}).get("headers")
+    if headers:
+        new_headers = redactor.headers((name, value) for name, value in headers)
+        if new_headers != [list(pair) for pair in headers]:
+            for (name, old), (_, new) in zip(headers, new_headers):
+                if old != new:
+                    note(f"header {name}", frame.seq, new)
+            changes["info"] = {**frame.info, "headers": new_headers}
+    if frame.message is not None:
+        message, changed = redactor.message(frame.message)
+        if changed:
+            for path, new in _changed_leaves(frame.message, message, ""):
+                note(f"json {path}", frame.seq, new if isinstance(new, str) else None)
+            changes["message"] = message
+            changes["data"] = None  # the verbatim bytes held the secret too
+    return dataclasses.replace(frame, **changes) if changes else frame
+
+
+def _changed_leaves(old: Any, new: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(dotted path, new value) of every value that differs (lists by index)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old:
+            yield from _changed_leaves(old[key], new.get(key), f"{path}.{key}" if path else str(key))
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new)):
+            yield from _changed_leaves(a, b, f"{path}.{index}" if path else str(index))
+    elif old != new:
+        yield path, new

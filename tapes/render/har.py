@@ -1,0 +1,132 @@
+"""`tapes export --format har`: an HTTP cassette as a HAR 1.2 log (browser devtools, Charles and
+Fiddler open it). One entry per recorded exchange: its request with the body, its response with
+the body (an SSE body as the event stream's text, re-encoded from the recorded events), and the
+timings the frames' time offsets give: wait = request to response head, receive = head to the
+last frame of the exchange. Times are offsets from the cassette's creation time."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from tapes import __version__
+from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.store import Cassette
+from tapes.errors import UserError
+from tapes.wire.http import header
+from tapes.wire.sse import SSEEvent, encode_event
+
+HAR_VERSION = "1.2"
+HTTP_VERSION = "HTTP/1.1"  # a cassette keeps heads, not the protocol version; the recorders speak 1.1
+
+
+def to_har(cassette: Cassette, name: str) -> dict[str, Any]:
+    """The HAR log of an HTTP cassette (`name` names it in errors)."""
+    if cassette.header.transport != "http":
+        raise UserError(f"{name}: is a {cassette.header.transport} recording; HAR holds HTTP exchanges only")
+    started = datetime.fromisoformat(cassette.header.created)
+    exchanges: dict[str, list[Frame]] = {}
+    for frame in cassette.frames:
+        if frame.channel.startswith("http:"):
+            exchanges.setdefault(frame.channel, []).append(frame)
+    entries = [entry for frames in exchanges.values() if (entry := _entry(frames, started, _origin(cassette)))]
+    return {"log": {"version": HAR_VERSION, "creator": {"name": "mcp-tapes", "version": __version__},
+                    "pages": [], "entries": entries, "comment": f"{name}, recorded by {cassette.header.tool}"}}
+
+
+def _origin(cassette: Cassette) -> str:
+    url = cassette.header.server.get("url")
+    if not isinstance(url, str):
+        return ""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _entry(frames: list[Frame], started: datetime, origin: str) -> dict[str, Any] | None:
+    request_head = next((f for f in frames if f.kind is Kind.HTTP_REQUEST), None)
+    if request_head is None:  # a cassette cut before this exchange's request head
+        return None
+    response_head = next((f for f in frames if f.kind is Kind.HTTP_RESPONSE), None)
+    sent = [f for f in frames if f.from_client and f.kind in (Kind.MESSAGE, Kind.RAW)]
+    received = [f for f in frames if not f.from_client and f.kind in (Kind.MESSAGE, Kind.RAW, Kind.SSE_EVENT)]
+    wait = (response_head.t - request_head.t) if response_head else 0.0
+    receive = (frames[-1].t - response_head.t) if response_head else 0.0
+    timings = {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1,
+               "send": 0.0, "wait": _ms(wait), "receive": _ms(receive)}
+    entry = {
+        "startedDateTime": (started + timedelta(seconds=request_head.t)).isoformat(timespec="milliseconds"),
+        "time": timings["send"] + timings["wait"] + timings["receive"],
+        "request": _request(request_head, sent, origin),
+        "response": _response(response_head, received),
+        "cache": {},
+        "timings": timings,
+        "comment": request_head.channel,  # the exchange as `tapes show` names it
+    }
+    if (end := next((f for f in frames if f.kind is Kind.STREAM_END), None)) and end.info:
+        detail = end.info.get("detail")
+        entry["comment"] += f", stream end: {end.info.get('reason')}" + (f" ({detail})" if detail else "")
+    return entry
+
+
+def _ms(seconds: float) -> float:
+    return round(max(seconds, 0.0) * 1000, 3)
+
+
+def _headers(fields: list[list[str]]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in fields]
+
+
+def _request(head: Frame, body_frames: list[Frame], origin: str) -> dict[str, Any]:
+    info = head.info or {}
+    fields = info.get("headers", [])
+    path = info.get("path", "/")
+    if not path.startswith(("http://", "https://")):  # a reverse-proxy recording keeps the path only
+        host = header(fields, "host")
+        path = (f"{urlsplit(origin).scheme or 'http'}://{host}" if host else origin) + path
+    body = b"".join(frame.payload for frame in body_frames)
+    request: dict[str, Any] = {
+        "method": info.get("method", "GET"),
+        "url": path,
+        "httpVersion": HTTP_VERSION,
+        "cookies": [],
+        "headers": _headers(fields),
+        "queryString": [{"name": k, "value": v} for k, v in parse_qsl(urlsplit(path).query, keep_blank_values=True)],
+        "headersSize": -1,
+        "bodySize": len(body),
+    }
+    if body_frames:
+        request["postData"] = {"mimeType": header(fields, "content-type") or "", "text": body.decode("utf-8", "replace")}
+    return request
+
+
+def _body(frame: Frame) -> bytes:
+    if frame.kind is not Kind.SSE_EVENT:
+        return frame.payload
+    info = frame.info or {}
+    return encode_event(SSEEvent(frame.payload.decode("utf-8", "replace"), info.get("id"), info.get("event"),
+                                 info.get("retry")))
+
+
+def _response(head: Frame | None, body_frames: list[Frame]) -> dict[str, Any]:
+    info = (head.info if head else None) or {}
+    fields = info.get("headers", [])
+    status = info.get("status", 0)  # 0: no response head was recorded (the exchange broke first)
+    body = b"".join(_body(frame) for frame in body_frames)
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    return {
+        "status": status,
+        "statusText": reason,
+        "httpVersion": HTTP_VERSION,
+        "cookies": [],
+        "headers": _headers(fields),
+        "content": {"size": len(body), "mimeType": header(fields, "content-type") or "",
+                    "text": body.decode("utf-8", "replace")},
+        "redirectURL": header(fields, "location") or "",
+        "headersSize": -1,
+        "bodySize": len(body),
+    }

@@ -1,0 +1,143 @@
+"""HTTP replay with more than one live client: sessions matched by content, a used session served
+again or refused, repeats under the live request id, every exchange matched by method, path and
+query, and the Host a request names. Recorded from the SDK notes server through `tapes record`,
+driven by the strictly sequential raw client (tests/support/interop.py)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.processes import Process
+from tests.support.interop import HTTP, TAPES, LiveServers, RawClient
+from tapes.cassette.store import load
+
+def add_note(title: str) -> dict[str, Any]:
+    return {"method": "tools/call", "name": "add_note", "arguments": {"title": title, "text": f"about {title}"}}
+
+
+@pytest.fixture(scope="module")
+def notes_url() -> Iterator[str]:
+    live = LiveServers()
+    yield live.url("notes", HTTP)
+    live.close()
+
+
+class Tapes:
+    """`tapes record --upstream` or `tapes replay --http` on a free port, stopped with Ctrl-C."""
+
+    def __init__(self, *argv: str, banner: str) -> None:
+        self.process = Process([*TAPES, *argv, "--listen", "127.0.0.1:0"])
+        self.url = self.process.wait_for(rf"tapes: {banner} (http://\S+)")[1]
+
+    def stop(self) -> tuple[int, str]:
+        code = self.process.stop(signal.SIGINT)
+        return code, self.process.rest_of_stderr()
+
+
+@pytest.fixture
+def recorded(tmp_path: Path, notes_url: str) -> Callable[..., Path]:
+    """A cassette of raw clients, one session each, running their steps one after the other."""
+
+    def record(*sessions: tuple[str, list[dict[str, Any]]]) -> Path:
+        cassette = tmp_path / "sessions.tape"
+        recorder = Tapes("record", "-o", str(cassette), "--upstream", notes_url, banner="recording")
+        for name, steps in sessions:
+            RawClient(recorder.url, name).run(steps)
+        assert recorder.stop()[0] == 0
+        return cassette
+
+    return record
+
+
+def test_sessions_are_matched_by_their_opening_not_claimed_in_arrival_order(recorded: Callable[..., Path]) -> None:
+    names = [f"client-{n}" for n in range(4)]
+    cassette = recorded(*((name, [add_note(name)]) for name in names))
+    replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
+    # the four clients start at once, in the reverse of the recorded order
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda name: RawClient(replayer.url, name).run([add_note(name)]), reversed(names)))
+    code, summary = replayer.stop()
+    assert code == 0, summary
+    titles = [result["steps"][0]["result"]["structuredContent"]["title"] for result in results]
+    assert titles == list(reversed(names))
+
+
+def test_a_used_session_is_refused_by_name_or_served_again_with_repeats_allow(recorded: Callable[..., Path]) -> None:
+    cassette = recorded(("only", [add_note("once")]))
+    session_id = load(cassette).header.labels["sessions"]
+    replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
+    first = RawClient(replayer.url, "only").run([add_note("once")])
+    with pytest.raises(AssertionError, match=f"already played \\(session {session_id}\\)"):
+        RawClient(replayer.url, "only").open()
+    code, summary = replayer.stop()
+    assert code == 1
+    assert f"unmatched initialize id 1: every recorded session that opens this way was already played (session {session_id})" in summary
+
+    again = Tapes("replay", str(cassette), "--http", "--repeats", "allow", banner="replaying at")
+    runs = [RawClient(again.url, "only").run([add_note("once")]) for _ in range(3)]
+    code, summary = again.stop()
+    assert code == 0, summary
+    assert runs == [first] * 3
+
+
+def test_repeats_over_http_are_answered_under_the_live_request_id(recorded: Callable[..., Path]) -> None:
+    cassette = recorded(("repeater", [add_note("same")]))
+    replayer = Tapes("replay", str(cassette), "--http", "--repeats", "allow", banner="replaying at")
+    client = RawClient(replayer.url, "repeater")
+    client.open()
+    sequential = [client.request("tools/call", {"name": "add_note", "arguments": {"title": "same", "text": "about same"}})
+                  for _ in range(5)]
+    assert [answer["id"] for answer in sequential] == list(range(2, 7))  # initialize was id 1
+
+    def call(request_id: int) -> Any:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": "add_note", "arguments": {"title": "same", "text": "about same"}}}
+        return client.answer(httpx.post(replayer.url, json=body, headers=client.headers(), timeout=20), request_id)["id"]
+
+    with ThreadPoolExecutor(10) as pool:
+        concurrent = list(pool.map(call, range(100, 130)))
+    code, summary = replayer.stop()
+    assert concurrent == list(range(100, 130))
+    assert code == 0 and "34 repeated" in summary, summary
+
+
+def test_requests_are_matched_by_method_path_and_query(recorded: Callable[..., Path]) -> None:
+    cassette = recorded(("paths", [add_note("p")]))
+    replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
+    base = replayer.url.removesuffix("/mcp")
+    assert httpx.get(f"{base}/.well-known/oauth-authorization-server").status_code == 404
+    client = RawClient(replayer.url, "paths")
+    client.open()
+    assert httpx.get(f"{replayer.url}?stream=other", headers=client.headers()).status_code == 404
+    code, summary = replayer.stop()
+    assert code == 1
+    assert "unmatched GET /.well-known/oauth-authorization-server: the recording has no request to that path" in summary
+    assert "unmatched GET /mcp?stream=other: the recording has no GET with that path and query" in summary
+
+
+def test_the_recorder_forwards_the_clients_host_and_the_replayer_refuses_a_foreign_one(
+    notes_url: str, tmp_path: Path, recorded: Callable[..., Path]
+) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "h", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    recorder = Tapes("record", "-o", str(tmp_path / "host.tape"), "--upstream", notes_url, banner="recording")
+    # the notes server's DNS-rebinding protection sees the client's Host through the recorder
+    assert httpx.post(recorder.url, json=initialize, headers={**accept, "Host": "rebound.example"}).status_code == 421
+    assert httpx.post(recorder.url, json=initialize, headers=accept).status_code == 200
+    assert recorder.stop()[0] == 0
+
+    replayer = Tapes("replay", str(recorded(("host", [add_note("h")]))), "--http", banner="replaying at")
+    refused = httpx.post(replayer.url, json=initialize, headers={**accept, "Host": "rebound.example"})
+    port = replayer.url.split(":")[2].split("/")[0]
+    accepted = httpx.post(replayer.url, json=initialize, headers={**accept, "Host": f"localhost:{port}"})
+    replayer.stop()
+    assert refused.status_code == 421 and "Host not allowed" in refused.text
+    assert accepted.status_code == 200

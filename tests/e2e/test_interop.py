@@ -1,0 +1,123 @@
+"""The interop matrix: a cassette recorded by one client is replayed to every client, over every
+transport both have, for server-everything and the SDK notes server; each replaying client must
+get exactly what it gets from the live server.
+
+Recording clients: the Python SDK and the TypeScript SDK. Replaying clients: those two, the
+Inspector CLI and a strictly sequential raw HTTP client (tests/support/interop.py). Each cassette
+is recorded once per module and each live result computed once, so a cell costs one replay.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import Process
+from tests.support.interop import (
+    HTTP,
+    RECORDING_CLIENTS,
+    SCENARIOS,
+    SERVERS,
+    SSE,
+    STDIO,
+    TAPES,
+    TRANSPORTS,
+    LiveServers,
+    RawClient,
+    record,
+    replay,
+    run_client,
+)
+from tapes.cassette.frames import Kind
+from tapes.cassette.store import load
+
+CELLS = [
+    pytest.param(recorder, replayer, transport, server, id=f"{server}-{transport}-{recorder}-to-{replayer}")
+    for server in SERVERS
+    for transport in (STDIO, HTTP, SSE)
+    for recorder in RECORDING_CLIENTS
+    for replayer in TRANSPORTS
+    if transport in TRANSPORTS[replayer]
+]
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[LiveServers]:
+    servers = LiveServers()
+    yield servers
+    servers.close()
+
+
+@pytest.fixture(scope="module")
+def baseline(live: LiveServers) -> Callable[[str, str, str], dict[str, Any]]:
+    """What a client gets from the live server (computed once per client, transport and server)."""
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def get(client: str, transport: str, server: str) -> dict[str, Any]:
+        if (client, transport, server) not in seen:
+            seen[(client, transport, server)] = run_client(client, server, transport, live.target(server, transport))
+        return seen[(client, transport, server)]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def cassette(live: LiveServers, baseline: Callable[[str, str, str], dict[str, Any]],
+             tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str, str], Path]:
+    """A cassette of a client running the scenario against the live server (recorded once); the
+    client must get through the recorder what it gets without it."""
+    recorded: dict[tuple[str, str, str], Path] = {}
+
+    def get(client: str, transport: str, server: str) -> Path:
+        if (client, transport, server) not in recorded:
+            path = tmp_path_factory.mktemp("interop") / f"{server}-{transport}-{client}.tape"
+            through_recorder = record(client, server, transport, live, server, path)
+            assert through_recorder == baseline(client, transport, server)
+            recorded[(client, transport, server)] = path
+        return recorded[(client, transport, server)]
+
+    return get
+
+
+@pytest.mark.parametrize(("recorder", "replayer", "transport", "server"), CELLS)
+def test_replay_gives_each_client_what_the_live_server_gives_it(
+    recorder: str, replayer: str, transport: str, server: str,
+    cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
+) -> None:
+    tape = cassette(recorder, transport, server)
+    # The Inspector runs each step in a session of its own; over HTTP every one after the first
+    # finds the recorded session used, and is served it again from its start.
+    options = ["--repeats", "allow"] if replayer == "inspector" and transport != STDIO else []
+    replayed = replay(replayer, server, transport, tape, *options)
+
+    assert replayed.result == baseline(replayer, transport, server)
+    if transport == STDIO:
+        assert json.loads(replayed.summary)["unmatched"] == []
+    else:
+        assert replayed.exit_code == 0, replayed.summary
+
+
+def test_the_ts_client_replays_a_session_whose_recorded_client_opened_its_get_stream_early(
+    live: LiveServers, baseline: Callable[[str, str, str], dict[str, Any]], tmp_path: Path
+) -> None:
+    """HTTP causality is per exchange: the recorded client opened its GET stream before it sent
+    `notifications/initialized`; the TypeScript SDK opens it only once that notification got its
+    202, so a 202 that waited for the GET would hold both forever."""
+    tape = tmp_path / "eager-get.tape"
+    recorder = Process([*TAPES, "record", "-o", str(tape), "--upstream", live.url("notes", HTTP), "--listen", "127.0.0.1:0"])
+    RawClient(recorder.wait_for(r"tapes: recording (http://\S+)")[1]).run(SCENARIOS["notes"], eager_get=True)
+    assert recorder.stop(signal.SIGINT) == 0
+    frames = load(tape).frames
+    get = next(f.seq for f in frames if f.kind is Kind.HTTP_REQUEST and f.info["method"] == "GET")
+    initialized = next(f.channel for f in frames if f.message and f.message.get("method") == "notifications/initialized")
+    accepted = next(f.seq for f in frames if f.channel == initialized and f.kind is Kind.HTTP_RESPONSE)
+    assert get < accepted
+
+    replayed = replay("ts", "notes", HTTP, tape)
+    assert replayed.result == baseline("ts", HTTP, "notes")
+    assert replayed.exit_code == 0, replayed.summary
