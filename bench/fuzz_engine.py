@@ -1,4 +1,4 @@
-"""The engine's property test at scale: tests/unit/test_engine_fuzz.py (a few hundred examples in the
+"""The engine's property test at scale: tests/unit/replay/test_engine_fuzz.py (a few hundred examples in the
 suite) run with 100 000 generated examples: JSON-RPC-shaped messages with odd ids, params and
 tokens, batches, deep nesting and bytes that are not JSON, into the engine of every committed
 cassette. It passes when no example raises. Not a timing: it prints how long the run took.
@@ -22,7 +22,7 @@ def main() -> int:
     started = time.monotonic()
     code = subprocess.call(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--hypothesis-show-statistics",
-         str(ROOT / "tests" / "unit" / "test_engine_fuzz.py")],
+         str(ROOT / "tests" / "unit" / "replay" / "test_engine_fuzz.py")],
         env={**os.environ, "TAPES_FUZZ_EXAMPLES": examples}, cwd=ROOT,
     )
     print(f"{examples} examples: {'no exception' if code == 0 else 'FAILED'} in {time.monotonic() - started:.0f} s")

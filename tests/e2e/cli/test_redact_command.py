@@ -21,11 +21,12 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from processes import Process
 
 from tapes.cassette.store import load
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+from tests.support.processes import Process
+
 TAPES = [sys.executable, "-m", "tapes"]
 NOTES_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "notes_server.py")]
 SECRET = "hunter2-Zq8vX1mK4pL0"

@@ -17,12 +17,13 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from processes import Process
 
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+from tests.support.processes import Process
+
 TAPES = [sys.executable, "-m", "tapes"]
 NOTES_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "notes_server.py")]
 CALCULATOR = [sys.executable, str(ROOT / "tests" / "servers" / "poisoned_server.py")]

@@ -16,7 +16,8 @@ from mcp import Client, StdioServerParameters
 from tapes.analysis.security import SECURITY_RULES, security_lint
 from tapes.cassette.store import load
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 TAPES = [sys.executable, "-m", "tapes"]
 SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "poisoned_server.py")]
 FAKE_KEY = "AKIAIOSFODNN7EXAMPLE"  # what the poisoned read_file answers

@@ -15,7 +15,8 @@ from tapes.cassette.store import load
 from tapes.cli import main
 from tapes.wire.sse import SSEParser
 
-CASSETTES = Path(__file__).resolve().parents[2] / "cassettes"
+from tests.support.paths import CASSETTES
+
 HTTP_CASSETTES = ["everything-http-2025-11-25.tape", "everything-sse-2024-11-05.tape"]
 
 
