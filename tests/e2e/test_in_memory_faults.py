@@ -15,7 +15,16 @@ from replayer.memory import ReplayTransport
 from tapes.cassette.store import load
 from tapes.replay.control import ReplayControl
 
-from tests.support.fault_flows import SHORT_READ_TIMEOUT, FaultRun, Step, notes_steps, record_notes_over_stdio
+from tests.support.fault_flows import (
+    SHORT_READ_TIMEOUT,
+    FaultRun,
+    Step,
+    notes_steps,
+    over_stdio,
+    overlapping_calls,
+    record_notes_over_stdio,
+)
+from tests.support.paths import NOTES_SERVER, TAPES
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +68,13 @@ def test_delay_holds_the_answer(recording: tuple[Path, FaultRun], tmp_path: Path
     run, _ = replay(recording, "resources/read:delay:0.5", tmp_path)  # under the 1 s read timeout
     assert run.steps == recording[1].steps
     assert run.seconds["index"] >= 0.5
+
+
+def test_a_delayed_answer_holds_up_no_other(tmp_path: Path) -> None:
+    """While count's answer is held, add_note (sent after count's progress) is answered at once."""
+    cassette = tmp_path / "overlapping.tape"
+    live = over_stdio(overlapping_calls, [*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], tmp_path / "record.err")
+    control = ReplayControl.build(faults=["tools/call@count:delay:1"])
+    run = anyio.run(overlapping_calls, functools.partial(ReplayTransport, load(cassette), control))
+    assert (run["count"], run["add_note"]) == (live["count"], live["add_note"])
+    assert run["count_seconds"] >= 1.0 > run["add_note_seconds"], run

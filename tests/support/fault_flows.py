@@ -77,16 +77,38 @@ async def notes_steps(server: Any, *, read_timeout: float = TIMEOUT) -> FaultRun
     return run
 
 
-def stdio_steps(argv: list[str], errlog: Path, read_timeout: float = TIMEOUT) -> FaultRun:
-    """The steps with the SDK's stdio client running `argv`, its stderr written to `errlog`."""
+def over_stdio(flow: Callable[..., Awaitable[Any]], argv: list[str], errlog: Path, **options: Any) -> Any:
+    """Run a flow of this module with the SDK's stdio client running `argv`, its stderr written to `errlog`."""
     params = StdioServerParameters(command=argv[0], args=argv[1:])
     with errlog.open("w") as stderr:
-        return anyio.run(functools.partial(notes_steps, lambda: stdio_client(params, errlog=stderr),
-                                           read_timeout=read_timeout))
+        return anyio.run(functools.partial(flow, lambda: stdio_client(params, errlog=stderr), **options))
 
 
 def record_notes_over_stdio(cassette: Path) -> FaultRun:
     """Record the steps against the notes server through `tapes record`; what the client saw (all answered)."""
-    live = stdio_steps([*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], cassette.with_suffix(".stderr"))
+    live = over_stdio(notes_steps, [*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], cassette.with_suffix(".stderr"))
     assert [step.outcome for step in live.steps.values()] == ["ok"] * len(STEPS), live
     return live
+
+
+async def overlapping_calls(server: Any) -> dict[str, Any]:
+    """`count` (with progress), then, once its first progress came (while its answer may still be
+    on the way), `add_note`: each one's result and the seconds it took from its own request."""
+    out: dict[str, Any] = {}
+    progressed = anyio.Event()
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        progressed.set()
+
+    async def timed(name: str, call: Awaitable[Any]) -> None:
+        started = time.monotonic()
+        out[name] = _text(await call)
+        out[f"{name}_seconds"] = time.monotonic() - started
+
+    with anyio.fail_after(TIMEOUT):
+        target = server if isinstance(server, str) else server()
+        async with Client(target, mode="legacy", cache=None) as client, anyio.create_task_group() as tasks:
+            tasks.start_soon(timed, "count", client.call_tool("count", {"n": 2}, progress_callback=progress))
+            await progressed.wait()
+            await timed("add_note", client.call_tool("add_note", {"title": "meanwhile", "text": "x"}))
+    return out

@@ -13,8 +13,16 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tapes.cassette.store import load
 
-from tests.support.fault_flows import SHORT_READ_TIMEOUT, FaultRun, Step, record_notes_over_stdio, stdio_steps
-from tests.support.paths import CASSETTES, TAPES
+from tests.support.fault_flows import (
+    SHORT_READ_TIMEOUT,
+    FaultRun,
+    Step,
+    notes_steps,
+    over_stdio,
+    overlapping_calls,
+    record_notes_over_stdio,
+)
+from tests.support.paths import CASSETTES, NOTES_SERVER, TAPES
 from tests.support.processes import TIMEOUT
 
 
@@ -28,7 +36,7 @@ def replay(cassette: Path, tmp_path: Path, *faults: str, read_timeout: float = T
     """The steps against `tapes replay` with these faults; what the client saw and the replay's stderr."""
     errlog = tmp_path / "replay.err"
     flags = [flag for fault in faults for flag in ("--fault", fault)]
-    run = stdio_steps([*TAPES, "replay", str(cassette), *flags], errlog, read_timeout)
+    run = over_stdio(notes_steps, [*TAPES, "replay", str(cassette), *flags], errlog, read_timeout=read_timeout)
     return run, errlog.read_text()
 
 
@@ -115,3 +123,13 @@ def test_a_dry_run_lists_the_recorded_request_each_fault_would_take(recording: t
         f"{faults[2]} -> no recorded request: it would never fire",
     ]
     assert done.returncode == 1 and done.stderr == ""  # a fault that would never fire: exit 1, nothing served
+
+
+def test_a_delayed_answer_holds_up_no_other(tmp_path: Path) -> None:
+    """While count's answer is held, add_note (sent after count's progress) is answered at once."""
+    cassette = tmp_path / "overlapping.tape"
+    live = over_stdio(overlapping_calls, [*TAPES, "record", "-o", str(cassette), "--", *NOTES_SERVER], tmp_path / "record.err")
+    run = over_stdio(overlapping_calls, [*TAPES, "replay", str(cassette), "--fault", "tools/call@count:delay:1"],
+                    tmp_path / "replay.err")
+    assert (run["count"], run["add_note"]) == (live["count"], live["add_note"])
+    assert run["count_seconds"] >= 1.0 > run["add_note_seconds"], run
