@@ -21,9 +21,9 @@ which recorded request each fault would take if the client made the recorded req
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Sequence
 from typing import Any
 
 from tapes.cassette.frames import Frame, Kind

@@ -60,6 +60,8 @@ class ReplaySession:
                     self._faulted[item["id"]] = fault
                     self.engine.excuse_cancel(item["id"])  # a client that gives up on the answer cancels it
         reception = self.engine.receive(payload, incoming)
+        for reply in reception.replies:  # a request that matched nothing got its error, not a fault
+            self._faulted.pop(reply.message.get("id"), None)
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
         return self._noted(reception)

@@ -124,3 +124,11 @@ def test_a_dry_run_counts_each_recorded_session_afresh() -> None:
 
     hits = dry_run(["tools/call#1:hang"], [*session(1, "a"), *session(2, "b")])
     assert [(hit.session, hit.request) for hit in hits] == [("a", "tools/call #1 (frame 11)"), ("b", "tools/call #2 (frame 21)")]
+
+
+def test_a_fault_spent_on_a_request_that_matched_nothing_leaves_the_next_answer_alone() -> None:
+    replay = session("tools/call:error:-32000:x")
+    replay.receive(json.dumps(call(5, "missing")).encode())  # the first tools/call: no recorded match
+    # a client that numbers per connection may use the id again (stdio: a new session on a reused replay)
+    assert json.loads(sent(replay, call(5, "forecast"))[0][1]) == answer(5, "sunny")
+    assert replay.report.unfired_faults == ["tools/call:error:-32000:x"]
