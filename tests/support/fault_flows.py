@@ -48,9 +48,11 @@ def _text(result: Any) -> str:
     return result.content[0].text
 
 
-async def notes_steps(server: Any, *, read_timeout: float = TIMEOUT) -> FaultRun:
+async def notes_steps(server: Any, *, read_timeout: float = TIMEOUT, mode: str = "legacy") -> FaultRun:
     """Run the steps against `server`: a Streamable HTTP URL, or a factory of a transport (the stdio
-    or legacy SSE client). An error ends only its own step; the next step is still tried."""
+    or legacy SSE client). `mode` is the SDK's connect mode: "legacy" (initialize, 2025-11-25) or
+    "auto" (server/discover, 2026-07-28 with the SDK server). An error ends only its own step; the
+    next step is still tried."""
     run = FaultRun()
 
     async def tap(message: IncomingMessage) -> None:
@@ -65,7 +67,7 @@ async def notes_steps(server: Any, *, read_timeout: float = TIMEOUT) -> FaultRun
     }
     with anyio.fail_after(TIMEOUT):
         target = server if isinstance(server, str) else server()
-        async with Client(target, mode="legacy", read_timeout_seconds=read_timeout, message_handler=tap,
+        async with Client(target, mode=mode, read_timeout_seconds=read_timeout, message_handler=tap,
                           cache=None) as client:
             for name, step in steps.items():
                 started = time.monotonic()

@@ -22,20 +22,26 @@ from tests.support.http_peers import notes_over_http, record_session
 from tests.support.paths import TAPES
 from tests.support.processes import TIMEOUT, Process
 
-TRANSPORTS = {"streamable": "--http", "sse": "--sse"}
+# the notes server's flag and the SDK client's connect mode: Streamable HTTP at 2025-11-25 and at
+# 2026-07-28 (stateless: a client cancels by closing the request's stream), legacy HTTP+SSE
+TRANSPORTS = {"streamable": ("--http", "legacy"), "stateless": ("--http", "auto"), "sse": ("--sse", "legacy")}
 
 
 def client_target(transport: str, url: str) -> Any:
     """What `notes_steps` connects to: the URL (Streamable HTTP) or a factory of the legacy SSE client."""
-    return url if transport == "streamable" else (lambda: sse_client(url))
+    return (lambda: sse_client(url)) if transport == "sse" else url
+
+
+def steps(transport: str, url: str, **options: Any) -> FaultRun:
+    return anyio.run(functools.partial(notes_steps, client_target(transport, url), mode=TRANSPORTS[transport][1], **options))
 
 
 @pytest.fixture(scope="module", params=list(TRANSPORTS))
 def recording(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, FaultRun]]:
     transport = request.param
     cassette = tmp_path_factory.mktemp(transport) / "notes.tape"
-    with notes_over_http(transport=TRANSPORTS[transport]) as upstream:
-        _, live = record_session(cassette, upstream, lambda url: anyio.run(notes_steps, client_target(transport, url)))
+    with notes_over_http(transport=TRANSPORTS[transport][0]) as upstream:
+        _, live = record_session(cassette, upstream, lambda url: steps(transport, url))
     assert [step.outcome for step in live.steps.values()] == ["ok"] * 4, live
     yield transport, cassette, live
 
@@ -47,7 +53,7 @@ def replay(recording: tuple[str, Path, FaultRun], *faults: str, read_timeout: fl
     replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0", *flags])
     try:
         url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
-        run = anyio.run(functools.partial(notes_steps, client_target(transport, url), read_timeout=read_timeout))
+        run = steps(transport, url, read_timeout=read_timeout)
     finally:
         replayer.stop(signal.SIGINT)
     return run, replayer.rest_of_stderr()
@@ -79,13 +85,14 @@ def test_hang_leaves_the_client_to_its_read_timeout(recording: tuple[str, Path, 
 
 
 
-def test_malformed_sends_a_broken_sse_event(recording: tuple[str, Path, FaultRun]) -> None:
+def test_malformed_sends_a_broken_answer(recording: tuple[str, Path, FaultRun]) -> None:
     transport, _, live = recording
     run, stderr = replay(recording, "tools/call#2:malformed", read_timeout=SHORT_READ_TIMEOUT)
     broken = run.steps.pop("second_note")
     assert run.steps == {name: step for name, step in live.steps.items() if name != "second_note"}
-    if transport == "streamable":  # the call's own POST stream carried it: the SDK fails the call
-        assert broken.code == PARSE_ERROR and broken.text.startswith("Failed to parse SSE message")
+    if transport != "sse":  # the call's own POST answer carried it (an SSE event, or at 2026-07-28 a JSON body): the SDK fails the call
+        assert broken.code == PARSE_ERROR
+        assert broken.text.startswith("Failed to parse JSON response" if transport == "stateless" else "Failed to parse SSE message")
         assert "Invalid JSON" in broken.text and '{"jsonrpc": "2.0", "id": ' in broken.text
     else:  # the session's one SSE stream carried it: the SDK reports it, the call times out
         [error] = run.transport_errors
@@ -96,6 +103,14 @@ def test_malformed_sends_a_broken_sse_event(recording: tuple[str, Path, FaultRun
 
 def test_drop_cuts_the_connection(recording: tuple[str, Path, FaultRun]) -> None:
     transport, _, live = recording
+    if transport == "stateless":
+        # The 2026-07-28 answer is a JSON body: cut after its head, it fails the SDK client (mcp 2.x)
+        # as a whole, out of its task group, where an SSE stream's cut fails only the call.
+        with pytest.raises(BaseExceptionGroup) as raised:
+            replay(recording, "resources/read@notes://index:drop")
+        assert any("peer closed connection without sending complete message body" in str(error)
+                   for error in leaves(raised.value)), raised.value
+        return
     run, stderr = replay(recording, "resources/read@notes://index:drop")
     if transport == "streamable":  # the read's POST stream is cut; the next POST is answered
         assert run.steps == {**live.steps, "index": Step("error", CONNECTION_CLOSED, "SSE stream ended without a response")}
@@ -105,6 +120,12 @@ def test_drop_cuts_the_connection(recording: tuple[str, Path, FaultRun]) -> None
         assert run.steps == {**live.steps, "index": closed, "prompt": closed}
         assert run.transport_errors == ["peer closed connection without sending complete message body (incomplete chunked read)"]
         assert summary(stderr).startswith("0 unmatched, 1 unused\ntapes replay: unused prompts/get"), stderr
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
 
 
 def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[str, Path, FaultRun]) -> None:
