@@ -133,3 +133,17 @@ def test_a_delayed_answer_holds_up_no_other(tmp_path: Path) -> None:
                     tmp_path / "replay.err")
     assert (run["count"], run["add_note"]) == (live["count"], live["add_note"])
     assert run["count_seconds"] >= 1.0 > run["add_note_seconds"], run
+
+
+def test_faults_from_tool_tapes_come_before_the_flags(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, _ = recording
+    (tmp_path / "pyproject.toml").write_text('[tool.tapes]\nfaults = ["tools/call@add_note#2:error:-32000:from config"]\n')
+    done = subprocess.run([*TAPES, "replay", str(cassette), "--dry-run", "--fault", "tools/call@add_note#1:hang"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" -> ")[0] for line in done.stdout.splitlines()] == [
+        "tools/call@add_note#2:error:-32000:from config", "tools/call@add_note#1:hang"]
+    bad = subprocess.run([*TAPES, "replay", str(cassette), "--fault", "tools/call:explode"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert bad.returncode == 2 and bad.stdout == "" and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("tapes: error: fault 'tools/call:explode' is not TARGET:ACTION[:ARGS]"), bad.stderr
