@@ -227,6 +227,10 @@ def replay(
                                        before_record)
         real_server = None  # the cassette exists: replay it, the real server stays unused
         upstream, server_command = None, ()
+    elif record_mode == "none":
+        # One command line for every mode (only TAPES_RECORD_MODE changes): the real server is not used
+        real_server = None
+        upstream, server_command = None, ()
     if new_episodes != bool(real_server) or (over_http and server_command):
         raise UserError("--new-episodes needs the real server: its command after -- (stdio) or --upstream URL "
                         "(--http), and neither applies without --new-episodes")

@@ -241,9 +241,13 @@ class ReplayEngine:
                 self._consume(key)
 
     def _refused(self, payload: bytes, refusal: Refusal) -> Reply:
-        what = "bytes that are not JSON" if refusal.code == PARSE_ERROR else "a message that is not JSON-RPC"
-        self._miss(f"{len(payload)} {what}" if refusal.id is None else f"a message with id {refusal.id!r} that is not JSON-RPC",
-                   refusal.reason)
+        if refusal.code == PARSE_ERROR:
+            what = f"{len(payload)} bytes that are not JSON"
+        elif refusal.id is None:
+            what = f"a message of {len(payload)} bytes that is not JSON-RPC"
+        else:
+            what = f"a message with id {refusal.id!r} that is not JSON-RPC"
+        self._miss(what, refusal.reason)
         return Reply(refusal.reply())
 
     def _receive_item(self, item: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:

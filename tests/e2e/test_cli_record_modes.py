@@ -110,3 +110,33 @@ def _wait_until_listening(port: int) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_none_takes_the_same_command_line_and_leaves_the_server_unused(tmp_path: Path) -> None:
+    cassette = tmp_path / "weather.tape"
+    live = anyio.run(forecast, stdio(cassette, "--record-mode", "once"))
+    recorded = tapes.load(cassette)
+    # only TAPES_RECORD_MODE changes between a developer's run and CI's: the `-- SERVER` stays
+    assert anyio.run(forecast, stdio(cassette, env={"TAPES_RECORD_MODE": "none"})) == live
+    assert tapes.load(cassette).header.created == recorded.header.created
+
+
+def test_the_readme_typescript_example_records_then_replays(tmp_path: Path) -> None:
+    """docs/examples/weather.test.mjs, as the README shows it: the TypeScript SDK's stdio client
+    with `tapes replay --record-mode` in place of the server command, under `node --test`."""
+    for name in ("docs/examples/weather.test.mjs", "cassettes/example/weather_server.py"):
+        (tmp_path / Path(name).name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "node_modules").symlink_to(ROOT / "tests" / "peers" / "node_modules")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def node_test(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["node", "--test", "weather.test.mjs"], cwd=tmp_path, env={**env, "TAPES_RECORD_MODE": mode},
+                              capture_output=True, text=True, timeout=120)
+
+    recording = node_test("once")
+    assert recording.returncode == 0 and "tapes replay: played" not in recording.stdout, recording.stdout
+    recorded = (tmp_path / "weather.tape").read_bytes()
+    replaying = node_test("none")  # offline: the cassette answers, and is left as it was
+    assert replaying.returncode == 0, replaying.stdout
+    assert "tapes replay: played 6 frames, 0 unmatched, 0 unused" in replaying.stdout
+    assert (tmp_path / "weather.tape").read_bytes() == recorded
