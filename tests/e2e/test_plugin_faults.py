@@ -40,7 +40,9 @@ def test_forecasts(FIXTURE, tape):
 '''
 
 
-def run(pytester: pytest.Pytester, fixture: str, faults: list[str], expected: list[str], fail_on_unused: bool = False) -> pytest.RunResult:
+def run(pytester: pytest.Pytester, fixture: str, faults: list[str], expected: list[str],
+        fail_on_unused: bool = False) -> pytest.RunResult:
+    """Record the inner test's cassette (faults do not apply), then run it again as a replay."""
     source = (INNER.replace("FIXTURE", fixture).replace("FAULTS", repr(faults)).replace("EXPECTED", repr(expected))
               .replace("FAIL_ON_UNUSED", repr(fail_on_unused)))
     pytester.makepyfile(test_weather=source)

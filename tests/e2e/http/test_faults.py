@@ -90,9 +90,10 @@ def test_malformed_sends_a_broken_answer(recording: tuple[str, Path, FaultRun]) 
     run, stderr = replay(recording, "tools/call#2:malformed", read_timeout=SHORT_READ_TIMEOUT)
     broken = run.steps.pop("second_note")
     assert run.steps == {name: step for name, step in live.steps.items() if name != "second_note"}
-    if transport != "sse":  # the call's own POST answer carried it (an SSE event, or at 2026-07-28 a JSON body): the SDK fails the call
-        assert broken.code == PARSE_ERROR
-        assert broken.text.startswith("Failed to parse JSON response" if transport == "stateless" else "Failed to parse SSE message")
+    if transport != "sse":
+        # the call's own POST answer carried it (an SSE event; at 2026-07-28 a JSON body): the SDK fails the call
+        parsed = "JSON response" if transport == "stateless" else "SSE message"
+        assert broken.code == PARSE_ERROR and broken.text.startswith(f"Failed to parse {parsed}")
         assert "Invalid JSON" in broken.text and '{"jsonrpc": "2.0", "id": ' in broken.text
     else:  # the session's one SSE stream carried it: the SDK reports it, the call times out
         [error] = run.transport_errors
