@@ -64,8 +64,10 @@ class _Server:
                 timer = threading.Timer(action.hold, self._carry_out, [action])
                 timer.start()
                 self._held.append(timer)
-            else:
-                self._carry_out(action)
+                continue
+            if action.frame.kind is Kind.STREAM_END and (action.frame.info or {}).get("reason") != "upstream_error":
+                self.finish()  # the recorded server closes stdout after the answers held back (a drop does not wait)
+            self._carry_out(action)
 
     def finish(self) -> None:
         """Let the answers still held go out."""

@@ -4,8 +4,10 @@ replay with a fault then answers every step as recorded but the one the fault ta
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,18 @@ def test_a_drop_exits_1_with_nothing_after_it_on_stdout() -> None:
     assert done.returncode == 1, done.stderr
     assert lines[1] == b'{"jsonrpc": "2.0", "id": ' and b'"id":3,"result"' in lines[-1] and len(lines) == 4
     assert b"played 5 frames, 0 unmatched, 0 unused" in done.stderr
+
+
+def test_a_held_answer_still_goes_out_when_the_client_has_closed_stdin() -> None:
+    """A canned client sends everything and closes stdin at once: the recorded server's end comes
+    right away, but after the answer the delay holds."""
+    example = CASSETTES / "example"
+    started = time.monotonic()
+    done = subprocess.run([*TAPES, "replay", str(example / "weather.tape"), "--fault", "tools/call#2:delay:1"],
+                          input=(example / "client.jsonl").read_bytes(), capture_output=True, timeout=TIMEOUT)
+    assert time.monotonic() - started >= 1.0
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["id"] == 4  # the last answer, held, not lost
 
 
 def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
