@@ -39,7 +39,7 @@ from tapes.cassette.http_framer import (
 )
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
-from tapes.cassette.store import CassetteWriter, Header, load, recording_stopped, replace_file
+from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 from tapes.wire.http import header
 from tapes.wire.sse import EndpointRewriter, is_event_stream
@@ -148,7 +148,8 @@ _STOP = ("stop",)
 
 
 class _CassetteSink:
-    """A thread that frames captured exchanges and appends them to the cassette, a batch at a time."""
+    """A thread that frames captured exchanges and appends them to the cassette, a batch at a time
+    (to stdout as JSON Lines when the output is `-`)."""
 
     def __init__(self, output: str, header: Header, redactor: Redactor, before_record: FrameHook | None) -> None:
         self._output = output
@@ -156,7 +157,9 @@ class _CassetteSink:
         self.failed = False
         self._writer: CassetteWriter | None = None
         try:
-            self._writer = CassetteWriter(output, header)  # raises CassetteError (a UserError) if it cannot be opened
+            # raises CassetteError (a UserError) if it cannot be opened
+            self._writer = (CassetteWriter(sys.stdout.buffer, header, jsonl=True) if output == STDOUT
+                            else CassetteWriter(output, header))
         except OSError as error:
             self._fail(error)
         self._framer = HttpFramer(redactor)
@@ -166,9 +169,12 @@ class _CassetteSink:
         self._thread.start()
 
     def close(self) -> None:
-        """Write what is queued, then put the session index (protocol version, sessions) in the header."""
+        """Write what is queued, then put the session index (protocol version, sessions) in the
+        header (not on stdout: what went out there stays as it is)."""
         self._queue.put(_STOP)
         self._thread.join()
+        if self._output == STDOUT:
+            return
         if self._writer is not None:
             self._writer.close()
         if self.failed:
@@ -215,7 +221,8 @@ class _CassetteSink:
         """Say at once that the recording stopped; the proxy goes on, and the exit code will say so."""
         self.failed = True
         reason = error if isinstance(error, str) else error.strerror or str(error)
-        print(f"tapes: error: {recording_stopped(self._output, reason)}", file=sys.stderr, flush=True)
+        where = "stdout" if self._output == STDOUT else self._output
+        print(f"tapes: error: {recording_stopped(where, reason)}", file=sys.stderr, flush=True)
 
     def handle(self, what: str, t: float, exchange: int, *rest: Any) -> list[Any]:
         framer = self._framer

@@ -29,6 +29,7 @@ from typing import Any
 import msgpack
 
 from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head, exit_record
+from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 from tapes.cassette.stdio_framer import Stream
 from tapes.cassette.store import Cassette, CassetteError, Header, load, recording_stopped, replace_file
@@ -39,20 +40,22 @@ _SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def record_stdio(command: list[str], output: str, before_record: FrameHook | None = None) -> int:
+def record_stdio(command: list[str], output: str, before_record: FrameHook | None = None,
+                 rules: RedactionRules | None = None) -> int:
     """Run `command` as the server on our stdin/stdout, record the session into the cassette
-    `output` (each frame passed through `before_record` first), and return the server's exit
-    code (128+N if signal N killed it), or 1 if the server exited 0 but the cassette could not
-    be written."""
+    `output` (the JSON paths of `rules` redacted, then each frame passed through `before_record`),
+    and return the server's exit code (128+N if signal N killed it), or 1 if the server exited 0
+    but the cassette could not be written."""
     if shutil.which(command[0]) is None:  # before the cassette file is created
         raise UserError(f"the server command {command[0]!r} was not found or is not executable")
-    labels = (hook_label(before_record),) if before_record else ()
+    rules = (rules or RedactionRules.none()).for_messages()
+    labels = (*rules.names(), *((hook_label(before_record),) if before_record else ()))
     header = Header(transport="stdio", server={"command": command})
     capture = _Capture(output, header, unapplied=labels)
     with _SignalForwarder() as forwarder:  # until the cassette is finished: a Ctrl-C must not cut it short
         returncode = _run_server(command, capture, forwarder)
         header = dataclasses.replace(header, redaction=labels)
-        recorded = not capture.failed and (capture.complete is None or _finish(output, header, before_record))
+        recorded = not capture.failed and (capture.complete is None or _finish(output, header, rules, before_record))
     return returncode if recorded else (returncode or 1)
 
 
@@ -91,11 +94,12 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
     return returncode
 
 
-def _finish(output: str, header: Header, before_record: FrameHook | None) -> bool:
-    """Rewrite the capture at `output` into frames, through the hook; whether that worked. On
-    failure the capture stays as it is (`load` reads it too), and the recorder says so."""
+def _finish(output: str, header: Header, rules: RedactionRules, before_record: FrameHook | None) -> bool:
+    """Rewrite the capture at `output` into frames (in the format its name says), redacted, then
+    through the hook; whether that worked. On failure the capture stays as it is (`load` reads it
+    too), and the recorder says so."""
     try:
-        frames = scrubbed(load(output).frames, before_record)
+        frames = scrubbed(Redactor(rules).frames(load(output).frames), before_record)
         replace_file(Cassette(header, frames), output)
     except CassetteError as error:
         _say(f"{error}; the cassette keeps the raw capture of the session")

@@ -328,11 +328,14 @@ class HttpReplayer:
         last_event_id = request.headers.get("last-event-id")
         target = _target(request)
         reception = session.replay.open("GET", target, last_event_id)
+        channel = reception.channel
+        if reception.repeated:  # polled back from the same event again: the same continuation
+            channel, reception = session.repeat_copy(reception)
         session.perform(reception)
-        if reception.channel is not None:
+        if channel is not None:
             if last_event_id is None:
-                session.standalone_stream = reception.channel
-            return await self._exchange(request, session, Cursor(reception.channel))
+                session.standalone_stream = channel
+            return await self._exchange(request, session, Cursor(channel))
         if last_event_id is not None:
             # A resumption the recording does not have (the live client lost a stream the
             # recorded one did not): continue that stream after the event, from what was released.
@@ -463,7 +466,8 @@ class HttpReplayer:
         if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
             events = self._events(session, cursor, request, made_up)
-            if _all_at_once(log) and not self._faults.any_on(cursor.channel) and self.options.control.speed is None:
+            if _all_at_once(log) and not session.engine.held_open(cursor.channel) and not self._faults.any_on(cursor.channel) \
+                    and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
                 return Response(b"".join([chunk async for chunk in events]), status, headers=dict(headers))
             return _Stream(events, status, headers, on_close)
@@ -494,7 +498,7 @@ class HttpReplayer:
                 reason = (frame.info or {}).get("reason")
                 if reason == "upstream_error":
                     raise _Drop
-                if reason == "client_disconnect":
+                if session.engine.held_open(channel):
                     # The recorded client went away here and the server never finished: keep the
                     # stream open, as that server did, until the live client goes away too.
                     while not session.closing:
@@ -581,10 +585,9 @@ def _cut(log: ChannelLog) -> bool:
 
 
 def _all_at_once(log: ChannelLog) -> bool:
-    """Whether a released SSE stream can be written in one go: it has ended, neither held open
-    (its recorded client went away: the replay holds it open) nor cut, and nothing is held back."""
-    return log.ended and _end_reason(log) not in ("client_disconnect", "upstream_error") and not any(
-        delivery.action.hold for delivery in log.body)
+    """Whether a released SSE stream can be written in one go: it has ended, is not cut, and
+    nothing is held back (the caller checks it is not held open either)."""
+    return log.ended and _end_reason(log) != "upstream_error" and not any(delivery.action.hold for delivery in log.body)
 
 
 async def _dropped() -> AsyncIterator[bytes]:

@@ -13,6 +13,7 @@ from tapes import __version__
 from tapes.config import RECORD_MODES
 from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats
+from tapes.replay.polls import Polls
 
 
 class _Group(click.Group):
@@ -41,7 +42,9 @@ def main() -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Cassette file to write: NAME.jsonl as JSON Lines, any other name as msgpack; - is stdout "
+              "(JSON Lines; HTTP only).")
 @click.option("--upstream", metavar="URL", help="Record over HTTP: a reverse proxy to this server URL.")
 @click.option("--proxy", is_flag=True, help="Record over HTTP: a forward proxy (HTTP_PROXY/HTTPS_PROXY).")
 @click.option(
@@ -104,32 +107,48 @@ def record(
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
-    hook_spec = before_record or load_config().before_record
+    config = load_config()
+    hook_spec = before_record or config.before_record
     hook = load_hook(hook_spec) if hook_spec else None
     if command:
         from recorder.stdio import record_stdio
 
+        if output == "-":
+            raise UserError("-o - cannot be used with a stdio recording: stdout carries the protocol to the client, "
+                            "so the cassette needs a file")
         if upstream_ca:
             raise UserError("--upstream-ca only applies to an HTTP recording (--upstream or --proxy)")
-        sys.exit(record_stdio(list(command), output, before_record=hook))
+        if redact_headers:
+            raise UserError("--redact-header only applies to an HTTP recording (stdio has no headers; "
+                            "--redact-path applies to both)")
+    if no_redact and (redact_headers or redact_paths):
+        raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
+    rules = _redaction_rules(config, redact_headers, redact_paths, no_redact)
+    if command:
+        sys.exit(record_stdio(list(command), output, before_record=hook, rules=rules))
 
     from recorder.http import record_http
-    from tapes.cassette.redact import RedactionRuleError, RedactionRules
 
     address = _listen_address(listen)
     if no_redact:
-        if redact_headers or redact_paths:
-            raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
         click.secho("tapes: WARNING: --no-redact: secrets (Authorization, cookies, API keys) will be written to "
-                    f"{output} as sent", err=True, fg="red", bold=True)
-        rules = RedactionRules.none()
-    else:
-        try:
-            rules = RedactionRules.default(redact_headers, redact_paths)
-        except RedactionRuleError as error:
-            raise UserError(str(error)) from None
+                    f"{'stdout' if output == '-' else output} as sent", err=True, fg="red", bold=True)
     sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir,
                          upstream_ca=upstream_ca, before_record=hook))
+
+
+def _redaction_rules(config: Any, headers: tuple[str, ...] = (), paths: tuple[str, ...] = (),
+                     no_redact: bool = False) -> Any:
+    """The redaction rules of a recording: the defaults, [tool.tapes] redact-headers/redact-paths
+    and the flags' own; none at all under --no-redact."""
+    from tapes.cassette.redact import RedactionRuleError, RedactionRules
+
+    if no_redact:
+        return RedactionRules.none()
+    try:
+        return RedactionRules.default((*config.redact_headers, *headers), (*config.redact_paths, *paths))
+    except RedactionRuleError as error:
+        raise UserError(str(error)) from None
 
 
 @main.command()
@@ -149,6 +168,8 @@ def record(
 @click.option("--ignore", multiple=True, metavar="POINTER", help="Also ignore this JSON pointer in params (/a/b).")
 @click.option("--race", type=click.Choice([r.value for r in Race]), help="Who wins a cancellation race.")
 @click.option("--repeats", type=click.Choice([r.value for r in Repeats]), help="What repeated requests get.")
+@click.option("--polls", type=click.Choice([p.value for p in Polls]), help="Repeated polls (tasks/get): latest "
+              "answers each with the state the recording had reached (default); exact wants the recorded count.")
 @click.option("--timing", metavar="instant|recorded|FACTOR", help="Wait the recorded gaps (scaled by FACTOR).")
 @click.option("--fault", "faults", multiple=True, metavar="TARGET:ACTION[:ARGS]",
               help="In place of a request's recorded answer: error:CODE:MESSAGE, delay:SECONDS, hang, malformed or "
@@ -164,7 +185,12 @@ def record(
 @click.option("--record-mode", type=click.Choice(RECORD_MODES), envvar="TAPES_RECORD_MODE", show_envvar=True,
               help="As the pytest plugin's: none replays only; once records (through the real server: -- COMMAND, "
               "or --upstream URL with --http) when the cassette is missing, else replays; new_episodes is "
-              "--new-episodes; all (or rewrite) always records.")
+              "--new-episodes; all (or rewrite) always records, and leaves the cassette as it was when the new "
+              "recording behaves the same.")
+@click.option("--redact-header", "redact_headers", multiple=True, metavar="NAME",
+              help="When recording (--record-mode, --new-episodes): also redact this header.")
+@click.option("--redact-path", "redact_paths", multiple=True, metavar="PATH",
+              help="When recording (--record-mode, --new-episodes): redact this JSON path in messages (a.b.*.c).")
 @click.argument("server_command", nargs=-1, type=click.UNPROCESSED)
 def replay(
     cassette: str,
@@ -180,6 +206,7 @@ def replay(
     ignore: tuple[str, ...],
     race: str | None,
     repeats: str | None,
+    polls: str | None,
     timing: str | None,
     faults: tuple[str, ...],
     dry_run: bool,
@@ -188,6 +215,8 @@ def replay(
     upstream: str | None,
     before_record: str | None,
     record_mode: str | None,
+    redact_headers: tuple[str, ...],
+    redact_paths: tuple[str, ...],
     server_command: tuple[str, ...],
 ) -> None:
     """Be the recorded server: on stdin/stdout, or over HTTP with --http (Ctrl-C ends it).
@@ -207,7 +236,7 @@ def replay(
     # flags over [tool.tapes] over the defaults
     config = load_config()
     settings = config.control_settings()
-    given = {"match": match, "race": race, "repeats": repeats, "timing": timing}
+    given = {"match": match, "race": race, "repeats": repeats, "polls": polls, "timing": timing}
     settings.update({name: value for name, value in given.items() if value is not None})
     settings["ignore"] = (*settings["ignore"], *ignore)
     settings["faults"] = (*settings["faults"], *faults)
@@ -218,13 +247,20 @@ def replay(
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
     new_episodes = new_episodes or record_mode == "new_episodes"
+    if (redact_headers or redact_paths) and not (record_mode or new_episodes):  # `none`: the same command line
+        raise UserError("--redact-header and --redact-path apply to what is recorded: add --record-mode or "
+                        "--new-episodes")
+    if redact_headers and not over_http:
+        raise UserError("--redact-header only applies to an HTTP recording (stdio has no headers; --redact-path "
+                        "applies to both)")
+    rules = _redaction_rules(config, redact_headers, redact_paths)
     if record_mode in ("once", "all", "rewrite"):
         if not real_server or (over_http and server_command):
             raise UserError(f"--record-mode {record_mode} needs the real server: its command after -- (stdio) or "
                             "--upstream URL (--http)")
         if record_mode != "once" or not Path(cassette).exists():
             _record_in_place_of_replay(cassette, upstream if over_http else None, list(server_command), listen,
-                                       before_record)
+                                       before_record, rules)
         real_server = None  # the cassette exists: replay it, the real server stays unused
         upstream, server_command = None, ()
     elif record_mode == "none":
@@ -236,7 +272,9 @@ def replay(
                         "(--http), and neither applies without --new-episodes")
     from tapes.replay.episodes import NewEpisodes
 
-    record_flags = ["--before-record", before_record] if before_record else []
+    record_flags = [*(["--before-record", before_record] if before_record else []),
+                    *(flag for name in redact_headers for flag in ("--redact-header", name)),
+                    *(flag for path in redact_paths for flag in ("--redact-path", path))]
     if not over_http:
         if used := [flag for flag, value in {**http_only, "--upstream": upstream}.items() if value]:
             raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
@@ -276,23 +314,30 @@ def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:
 
 
 def _record_in_place_of_replay(cassette: str, upstream: str | None, command: list[str], listen: str | None,
-                               before_record: str | None) -> NoReturn:
-    """`tapes replay --record-mode once|all` with a cassette to (re)make: record it instead, as
-    `tapes record` would, where the replay would have served."""
+                               before_record: str | None, rules: Any) -> NoReturn:
+    """`tapes replay --record-mode once|all|rewrite` with a cassette to (re)make: record it instead,
+    as `tapes record` would, where the replay would have served. A re-record goes beside the
+    cassette first, and replaces it only if it behaves otherwise (`tapes.analysis.rerecord`)."""
+    from tapes.analysis.rerecord import settle
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
     hook_spec = before_record or load_config().before_record
     hook = load_hook(hook_spec) if hook_spec else None
+    path = Path(cassette)
+    recording = path.with_name(f"{path.stem}.recording{path.suffix}") if path.exists() else path
     if upstream is None:
         from recorder.stdio import record_stdio
 
-        sys.exit(record_stdio(command, cassette, before_record=hook))
-    from recorder.http import record_http
-    from tapes.cassette.redact import RedactionRules
+        code = record_stdio(command, str(recording), before_record=hook, rules=rules)
+    else:
+        from recorder.http import record_http
 
-    sys.exit(record_http(cassette, upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
-                         rules=RedactionRules.default(), before_record=hook))
+        code = record_http(str(recording), upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
+                           rules=rules, before_record=hook)
+    if recording != path:
+        settle(recording, path)
+    sys.exit(code)
 
 
 @main.command()
@@ -306,20 +351,45 @@ def show(cassette: str, width: int | None) -> None:
     print_timeline(load(cassette), width=width)
 
 
+_CASSETTE_FORMATS = click.Choice(["jsonl", "msgpack"])
+
+
+def _write_cassette(cassette: Any, output: str, output_format: str | None, default: str) -> None:
+    """Write to the file `output` in the format its name says (NAME.jsonl, NAME.tape; otherwise
+    `default`), or to stdout for `-`; an explicit `output_format` wins."""
+    from tapes.cassette.store import JSONL_SUFFIX, STDOUT, dump, save
+
+    if output_format is None:
+        output_format = "jsonl" if output.endswith(JSONL_SUFFIX) else "msgpack" if output.endswith(".tape") else default
+    if output != STDOUT:
+        save(cassette, output, jsonl=output_format == "jsonl")
+        return
+    try:
+        dump(cassette, sys.stdout.buffer, jsonl=output_format == "jsonl", name="stdout")
+    except BrokenPipeError:
+        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to
+        # say it. What is still buffered goes to /dev/null, not into an error at exit.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 @main.command("export")
 @click.argument("cassette", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help="File to write (- for stdout, with --format har).")
-@click.option("--format", "output_format", type=click.Choice(["jsonl", "har"]), default="jsonl", show_default=True,
-              help="jsonl: the cassette's JSON Lines twin (for review in git); har: an HTTP cassette as HAR 1.2.")
-def export(cassette: str, output: str, output_format: str) -> None:
-    """Convert a cassette to its JSON Lines twin, or an HTTP cassette to a HAR 1.2 log."""
-    from tapes.cassette.store import load, save
+              help="File to write (- for stdout).")
+@click.option("--format", "output_format", type=click.Choice(["jsonl", "msgpack", "har"]),
+              help="jsonl: the cassette's JSON Lines twin (for review in git); msgpack; har: an HTTP cassette as "
+              "HAR 1.2. Default: as the output's name says (NAME.tape is msgpack, NAME.har HAR), else jsonl.")
+def export(cassette: str, output: str, output_format: str | None) -> None:
+    """Convert a cassette to its JSON Lines twin, or an HTTP cassette to a HAR 1.2 log. `-o -`
+    writes to stdout, e.g. as a git textconv: `tapes export --format jsonl -o -`."""
+    from tapes.cassette.store import load
 
-    if output_format == "jsonl":
-        if output == "-":
-            raise UserError("-o - (stdout) is for --format har; a JSON Lines cassette needs a file name")
-        save(load(cassette), output, jsonl=True)
+    if output_format is None and output.endswith(".har"):
+        output_format = "har"
+    if output_format != "har":
+        _write_cassette(load(cassette), output, output_format, default="jsonl")
         return
     import json
 
@@ -332,8 +402,9 @@ def export(cassette: str, output: str, output_format: str) -> None:
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Cassette to write (NAME.jsonl: JSON Lines; otherwise msgpack). May be CASSETTE itself.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="Cassette to write (NAME.jsonl: JSON Lines; otherwise msgpack; - for stdout as JSON Lines). "
+              "May be CASSETTE itself.")
 @click.option("--redact-header", "redact_headers", multiple=True, metavar="NAME", help="Also redact this header.")
 @click.option(
     "--redact-path", "redact_paths", multiple=True, metavar="PATH", help="Redact this JSON path in messages (a.b.*.c)."
@@ -342,12 +413,10 @@ def export(cassette: str, output: str, output_format: str) -> None:
 def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_paths: tuple[str, ...],
            before_record: str | None) -> None:
     """Apply the default redaction rules (and these) to a recorded cassette; list what was replaced."""
-    import os
-
     from tapes.cassette.post_redact import redact_cassette
     from tapes.cassette.redact import RedactionRuleError, RedactionRules, Redactor
     from tapes.cassette.scrub import load_hook
-    from tapes.cassette.store import load, save
+    from tapes.cassette.store import STDOUT, load, replace_file
 
     try:
         rules = RedactionRules.default(redact_headers, redact_paths)
@@ -355,22 +424,27 @@ def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_p
         raise UserError(str(error)) from None
     hook = load_hook(before_record) if before_record else None
     redacted, replaced = redact_cassette(load(cassette), Redactor(rules), hook)
-    scratch = f"{output}.tmp"  # written beside, then renamed: -o CASSETTE never leaves half a file
-    save(redacted, scratch, jsonl=output.endswith(".jsonl"))
-    os.replace(scratch, output)
-    click.echo(f"tapes redact: wrote {output}" + ("" if replaced else " (nothing to replace)"))
+    if output == STDOUT:  # the cassette is stdout's: what was replaced goes to stderr
+        _write_cassette(redacted, output, None, default="jsonl")
+    else:
+        replace_file(redacted, output)  # -o CASSETTE never leaves half a file
+    click.echo(f"tapes redact: wrote {'stdout' if output == STDOUT else output}" + ("" if replaced else " (nothing to replace)"),
+               err=output == STDOUT)
     for entry in replaced:
-        click.echo(f"  {entry.describe()}")
+        click.echo(f"  {entry.describe()}", err=output == STDOUT)
 
 
 @main.command("import")
 @click.argument("jsonl", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Cassette file to write.")
-def import_jsonl(jsonl: str, output: str) -> None:
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="File to write (- for stdout).")
+@click.option("--format", "output_format", type=_CASSETTE_FORMATS,
+              help="Default: as the output's name says (NAME.jsonl is JSON Lines), else msgpack.")
+def import_jsonl(jsonl: str, output: str, output_format: str | None) -> None:
     """Convert a JSON Lines cassette back to msgpack."""
-    from tapes.cassette.store import load, save
+    from tapes.cassette.store import load
 
-    save(load(jsonl), output)
+    _write_cassette(load(jsonl), output, output_format, default="msgpack")
 
 
 # --- analysis: diff, verify, lint -----------------------------------------------------------------
@@ -554,7 +628,8 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="HTML file to write (default: NAME.html here).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="HTML file to write (default: NAME.html here; - for stdout).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
 def view(cassette: str, output: str | None, open_browser: bool) -> None:
     """Write a cassette as a self-contained HTML page: a sequence diagram of the session."""
@@ -565,6 +640,11 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
     from tapes.render.view import render_page
 
     page = render_page(load(cassette), Path(cassette).name)
+    if output == "-":
+        if open_browser:
+            raise UserError("--open needs a file to open: leave out -o - or name a file")
+        click.echo(page, nl=False)
+        return
     target = Path(output or Path(cassette).with_suffix(".html").name)
     try:
         target.write_text(page, encoding="utf-8")

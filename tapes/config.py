@@ -11,6 +11,9 @@ from tapes.errors import UserError
 
 RECORD_MODES = ("none", "once", "new_episodes", "all", "rewrite")
 """What a test run (the pytest plugin) or a replay (`tapes replay --record-mode`) does about recording."""
+FORMATS = {"msgpack": ".tape", "jsonl": ".jsonl"}
+"""The cassette formats, and the file name suffix that makes a cassette one."""
+_LISTS = ("ignore", "faults", "redact_headers", "redact_paths")
 
 
 @dataclass(frozen=True)
@@ -21,14 +24,18 @@ class Config:
     ignore: tuple[str, ...] = ()
     race: str = "recorded"
     repeats: str = "in-order"
+    polls: str = "latest"
     timing: str = "instant"
     before_record: str | None = None  # "module:function" applied to every frame before it is written
     faults: tuple[str, ...] = ()  # JSON-RPC level faults for every replay (tapes.replay.faults)
+    redact_headers: tuple[str, ...] = ()  # redacted in recordings besides the default secret headers
+    redact_paths: tuple[str, ...] = ()  # JSON paths redacted in recorded messages (a.b.*.c)
+    format: str = "msgpack"  # of the cassettes the plugin names: msgpack (.tape) or jsonl (.jsonl)
     source: Path | None = field(default=None, compare=False)  # the pyproject.toml it came from
 
     def control_settings(self) -> dict[str, Any]:
         return {"match": self.match, "ignore": self.ignore, "race": self.race, "repeats": self.repeats,
-                "timing": self.timing, "faults": self.faults}
+                "polls": self.polls, "timing": self.timing, "faults": self.faults}
 
 
 def load_config(start: Path | None = None) -> Config:
@@ -55,5 +62,9 @@ def _from_table(table: dict[str, Any], source: Path) -> Config:
         name = known.get(key) or (key if key in known.values() else None)
         if name is None:
             raise UserError(f"{source}: [tool.tapes] has no setting {key!r} (known: {', '.join(sorted(known))})")
-        values[name] = tuple(value) if name in ("ignore", "faults") else value
+        if name in _LISTS and (not isinstance(value, list) or not all(isinstance(item, str) for item in value)):
+            raise UserError(f"{source}: [tool.tapes] {key} is not a list of strings")
+        values[name] = tuple(value) if name in _LISTS else value
+    if values.get("format", "msgpack") not in FORMATS:
+        raise UserError(f"{source}: [tool.tapes] format {values['format']!r} is not one of {', '.join(FORMATS)}")
     return Config(**values, source=source)

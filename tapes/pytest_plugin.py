@@ -23,8 +23,12 @@ Record modes (`--tape-record-mode`, ini `tape_record_mode`, `[tool.tapes] record
 missing and replays otherwise; `new_episodes` replays what the cassette has and, at the first
 request it lacks, hands the session to the real server (warmed up to the live session's state)
 and adds what it says to the cassette (stdio); `all` always records, replacing the cassette only
-when the test passes; `rewrite` deletes the cassette, then records. Default: `none` when the CI
-environment variable is set, `once` otherwise.
+when the test passes; `rewrite` records, and the cassette is gone if the test fails. Under both, a
+recording that behaves as the cassette did (`tapes.analysis.rerecord`) leaves it byte for byte.
+Default: `none` when the CI environment variable is set, `once` otherwise.
+
+A cassette's format follows its name: `.jsonl` is JSON Lines, `.tape` msgpack; `[tool.tapes]
+format = "jsonl"` makes the default names `.jsonl`.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ import difflib
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -44,14 +47,18 @@ import pytest
 
 from recorder.process import TAPES
 from tapes.cassette.frames import STDIO, Kind
+from tapes.analysis.rerecord import settle
+from tapes.cassette.redact import RedactionRuleError, RedactionRules
 from tapes.cassette.store import load
-from tapes.config import RECORD_MODES, Config, load_config
+from tapes.config import FORMATS, RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.matching import portable_matcher_name
 
-_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "timing", "faults")
-MARKER_ARGUMENTS = ("server", "upstream", "before_record", *_CONTROL_OPTIONS, "freeze_time", "fail_on_unused")
+_CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "polls", "timing", "faults")
+_LISTS = ("ignore", "faults", "redact_headers", "redact_paths")  # what adds up when markers merge
+MARKER_ARGUMENTS = ("server", "upstream", "before_record", "redact_headers", "redact_paths", *_CONTROL_OPTIONS,
+                    "freeze_time", "fail_on_unused")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,8 +71,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "tape(path=None, *, server=None, upstream=None, before_record=None, match=None, ignore=(), race=None, repeats=None, timing=None, "
-        "faults=(), freeze_time=False, fail_on_unused=False): replay (or record) an MCP session from a cassette",
+        "tape(path=None, *, server=None, upstream=None, before_record=None, redact_headers=(), redact_paths=(), "
+        "match=None, ignore=(), race=None, repeats=None, polls=None, timing=None, faults=(), freeze_time=False, "
+        "fail_on_unused=False): replay (or record) an MCP session from a cassette",
     )
 
 
@@ -90,15 +98,27 @@ class Tape:
     recording: bool
     server: list[str] | None
     upstream: str | None
-    record_flags: list[str]
+    hook_flags: list[str]  # --before-record, for `tapes record`
+    redact_path_flags: list[str]  # for `tapes record` and a new-episodes replay, stdio or HTTP
+    redact_header_flags: list[str]  # and these over HTTP
     control: ReplayControl
     control_flags: list[str]  # the same, as `tapes replay` flags
     report_path: Path
     fail_on_unused: bool
-    writing_to: Path = field(init=False)  # where a recording goes (a scratch file under `all`)
+    writing_to: Path = field(init=False)  # where a recording goes (a scratch file under `all` and `rewrite`)
 
     def __post_init__(self) -> None:
-        self.writing_to = self.path.with_name(self.path.name + ".recording") if self.mode == "all" else self.path
+        # the scratch keeps the cassette's suffix: the format follows the name
+        rerecording = self.mode in ("all", "rewrite")
+        self.writing_to = self.path.with_name(f"{self.path.stem}.recording{self.path.suffix}") if rerecording else self.path
+
+    @property
+    def record_flags(self) -> list[str]:
+        return [*self.hook_flags, *self.redact_path_flags]
+
+    @property
+    def http_record_flags(self) -> list[str]:
+        return [*self.record_flags, *self.redact_header_flags]
 
     def server_command(self) -> list[str]:
         """The stdio server for the code under test: the recorder around the real server, or the replayer."""
@@ -112,7 +132,8 @@ class Tape:
             if not self.server:
                 pytest.fail(f"cannot add new episodes to {self.path}: the tape marker names no server=[...] command",
                             pytrace=False)
-            return [*replay, "--new-episodes", "--", *self.server]  # the replay flags carry the hook
+            # the replay flags carry the hook
+            return [*replay, "--new-episodes", *self.redact_path_flags, "--", *self.server]
         return replay
 
     @property
@@ -134,7 +155,7 @@ def _record_mode(config: pytest.Config, settings: Config) -> str:
 
 def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
     name = re.sub(r"[^\w.-]+", "_", request.node.name).strip("_")
-    return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}.tape"
+    return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}{FORMATS[settings.format]}"
 
 
 def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, list[str]]:
@@ -150,7 +171,7 @@ def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, li
     except UserError as error:
         pytest.fail(f"tape marker: {error}", pytrace=False)
     flags = []
-    for name in ("match", "race", "repeats", "timing"):
+    for name in ("match", "race", "repeats", "polls", "timing"):
         flags += [f"--{name}", str(values[name])]
     try:  # a stdio replay runs in a process of its own: a matcher registered here goes by its file
         flags[1] = portable_matcher_name(flags[1])
@@ -186,8 +207,30 @@ def _merged(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> tuple[s
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 pytest.fail(f"tape marker: unknown argument {name!r}{hint}; it takes {', '.join(MARKER_ARGUMENTS)}",
                             pytrace=False)
-            asked[name] = (*asked.get(name, ()), *value) if name in ("ignore", "faults") else value
+            asked[name] = (*asked.get(name, ()), *_listed(name, value)) if name in _LISTS else value
     return path, asked
+
+
+def _listed(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        pytest.fail(f"tape marker: {name} is not a list of strings (e.g. {name}=[...])", pytrace=False)
+    return tuple(value)
+
+
+def _redaction_flags(asked: dict[str, Any], settings: Config) -> tuple[list[str], list[str]]:
+    """`tapes record` flags for the marker's and [tool.tapes]'s redaction rules: (paths, headers);
+    a bad JSON path fails the test's setup here."""
+    headers = (*settings.redact_headers, *asked.get("redact_headers", ()))
+    paths = (*settings.redact_paths, *asked.get("redact_paths", ()))
+    try:
+        RedactionRules.default(headers, paths)
+        problem = None
+    except RedactionRuleError as error:
+        problem = str(error)
+    if problem:  # failed out of the except block: pytest would show the error it handled too
+        pytest.fail(f"tape marker: {problem}", pytrace=False)
+    return ([flag for path in paths for flag in ("--redact-path", path)],
+            [flag for name in headers for flag in ("--redact-header", name)])
 
 
 @pytest.fixture
@@ -196,8 +239,6 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
     settings = load_config(request.path.parent)
     mode = _record_mode(request.config, settings)
     path = request.path.parent / given_path if given_path else _default_path(request, settings)
-    if mode == "rewrite" and path.exists():
-        path.unlink()
     if mode == "none" and not path.exists():
         pytest.fail(f"cassette {path} is missing and the record mode is none (record it with "
                     "--tape-record-mode=once)", pytrace=False)
@@ -205,8 +246,9 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
     if recording and (problem := _unwritable(path)):
         pytest.fail(f"cannot record {path}: {problem}", pytrace=False)
     hook = asked.get("before_record") or settings.before_record
+    path_flags, header_flags = _redaction_flags(asked, settings)
     handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
-                  ["--before-record", hook] if hook else [], *_control(asked, settings),
+                  ["--before-record", hook] if hook else [], path_flags, header_flags, *_control(asked, settings),
                   tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
     with ExitStack() as stack:
         if asked.get("freeze_time") and not recording:
@@ -244,11 +286,13 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
         unreachable = handle.upstream is not None and _upstream_failed(handle.writing_to)
         if not passed or unreachable:
             handle.writing_to.unlink()  # a failed recording is not kept: the next run records again
+            if handle.mode == "rewrite":
+                handle.path.unlink(missing_ok=True)
             if unreachable:
                 pytest.fail(f"upstream unreachable at {handle.upstream}: nothing was recorded to {handle.path}",
                             pytrace=False)
         elif handle.writing_to != handle.path:
-            shutil.move(handle.writing_to, handle.path)
+            settle(handle.writing_to, handle.path)
         return
     report = handle.report
     if report is None or not passed:
@@ -311,7 +355,7 @@ def tape_url(tape: Tape) -> Iterator[str]:
     if tape.recording:
         if not tape.upstream:
             pytest.fail(f"cannot record {tape.path}: the tape marker names no upstream=URL", pytrace=False)
-        with _http_recorder(tape.writing_to, tape.upstream, tape.record_flags) as url:
+        with _http_recorder(tape.writing_to, tape.upstream, tape.http_record_flags) as url:
             yield url
         return
     from replayer.http import ReplayOptions, replay_server
@@ -321,7 +365,7 @@ def tape_url(tape: Tape) -> Iterator[str]:
     if tape.mode == "new_episodes":
         if not tape.upstream:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
-        options.new_episodes = NewEpisodes(tape.upstream, tape.path, tape.record_flags)
+        options.new_episodes = NewEpisodes(tape.upstream, tape.path, tape.http_record_flags)
     with replay_server(tape.path, options=options) as server:
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown

@@ -15,7 +15,7 @@ from typing import Any
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.replay.sessions import split_sessions
-from tapes.wire.eras import BATCH_ERAS, HEADER_ERAS, NAME_PARAMS, STATELESS_ERAS
+from tapes.wire.eras import BATCH_ERAS, HEADER_ERAS, NAME_PARAMS, STATELESS_ERAS, TASK_ERAS
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
@@ -43,7 +43,10 @@ RULES: dict[str, str] = {
     "progress-not-increasing": "progress for a token increases with every notification",
     "before-initialize": "the client sends nothing but ping before initialize is answered",
     "shape": "every message has the shape the negotiated version's schema gives it",
+    "task-states": "a task's status never leaves a terminal state (completed, failed, cancelled)",
 }
+
+TERMINAL_TASK_STATES = frozenset({"completed", "failed", "cancelled"})
 
 
 def lint(cassette: Cassette) -> list[Finding]:
@@ -244,7 +247,9 @@ def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
     if era not in methods.KNOWN_PROTOCOL_VERSIONS:
         return []
     found = []
+    tasks = _TaskShapes() if era in TASK_ERAS else None
     pending: dict[tuple[Direction, Any], str] = {}  # (requester, id) -> method
+    augmented: set[tuple[Direction, Any]] = set()  # requests that asked to run as a task
     for frame, item in _messages(cassette.frames):
         kind, params = classify(item), item.get("params")
         check: Callable[[], Any] | None = None
@@ -253,15 +258,22 @@ def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
             continue  # a 2026-07-28 client's version probe, sent before the older era was negotiated
         if kind is MessageType.REQUEST:
             pending[(frame.direction, item["id"])] = item["method"]
+            if tasks and isinstance(params, dict) and "task" in params:
+                augmented.add((frame.direction, item["id"]))
             what = f"{item['method']} request"
-            if frame.from_client:
+            if tasks and item["method"] in tasks.requests:
+                model = tasks.requests[item["method"]]
+                check = lambda: model.model_validate({"jsonrpc": "2.0", "id": 0, **_body(item)}, by_name=False)  # noqa: E731
+            elif frame.from_client:
                 check = lambda: methods.validate_client_request(item["method"], era, params)  # noqa: E731
             else:
                 check = lambda: methods.SERVER_REQUESTS[(item["method"], era)].model_validate(
                     {"jsonrpc": "2.0", "id": 0, **_body(item)}, by_name=False)
         elif kind is MessageType.NOTIFICATION:
             what = f"{item['method']} notification"
-            if frame.from_client:
+            if tasks and item["method"] == "notifications/tasks/status":
+                check = lambda: tasks.status.model_validate({"jsonrpc": "2.0", **_body(item)}, by_name=False)  # noqa: E731
+            elif frame.from_client:
                 check = lambda: methods.validate_client_notification(item["method"], era, params)  # noqa: E731
             else:
                 check = lambda: methods.SERVER_NOTIFICATIONS[(item["method"], era)].model_validate(
@@ -273,6 +285,12 @@ def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
                 what = f"{method} result"
                 validate = methods.validate_client_result if frame.from_client else methods.validate_server_result
                 check = lambda: validate(method, era, item["result"])  # noqa: E731
+                if tasks and (requester, item["id"]) in augmented:
+                    what = f"{method} result (a task)"
+                    check = lambda: tasks.created.model_validate(item["result"], by_name=False)  # noqa: E731
+                elif tasks and method in tasks.results:
+                    model = tasks.results[method]
+                    check = lambda: model.model_validate(item["result"], by_name=False)  # noqa: E731
         if check is None:
             continue
         try:
@@ -286,12 +304,59 @@ def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
     return found
 
 
+class _TaskShapes:
+    """The 2025-11-25 schema's task messages: the SDK's per-version method tables leave them out
+    (the Python SDK runs no tasks), its generated 2025-11-25 types have them."""
+
+    def __init__(self) -> None:
+        import mcp_types._v2025_11_25 as v2025_11_25
+
+        v = v2025_11_25
+        self.requests = {"tasks/get": v.GetTaskRequest, "tasks/result": v.GetTaskPayloadRequest,
+                         "tasks/list": v.ListTasksRequest, "tasks/cancel": v.CancelTaskRequest}
+        self.results = {"tasks/get": v.GetTaskResult, "tasks/result": v.GetTaskPayloadResult,
+                        "tasks/list": v.ListTasksResult, "tasks/cancel": v.CancelTaskResult}
+        self.status = v.TaskStatusNotification
+        self.created = v.CreateTaskResult
+
+
+def _check_task_states(cassette: Cassette, era: str | None) -> list[Finding]:
+    """Every status a task is reported in (its creation, tasks/get results, status notifications),
+    in recorded order: once terminal it stays so. Tasks run on both sides, so per side."""
+    if era not in TASK_ERAS:
+        return []
+    found = []
+    for frames in _sessions(cassette):
+        final: dict[tuple[Direction, Any], str] = {}  # (side reporting it, task id) -> terminal status
+        for frame, item in _messages(frames):
+            task = _reported_task(item)
+            if task is None:
+                continue
+            key = (frame.direction, task.get("taskId"))
+            status = task.get("status")
+            if key in final and status != final[key]:
+                found.append(Finding(frame.seq, "task-states", f"task {_shown(key[1])} is {_shown(status)} after it was {final[key]}"))
+            elif status in TERMINAL_TASK_STATES:
+                final[key] = status
+    return found
+
+
+def _reported_task(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The task (its id and status) a message reports, if it reports one."""
+    body = item.get("result") if "result" in item else item.get("params") if item.get("method") == "notifications/tasks/status" else None
+    if not isinstance(body, dict):
+        return None
+    task = body.get("task", body)
+    return task if isinstance(task, dict) and "taskId" in task and "status" in task else None
+
+
 def _body(item: dict[str, Any]) -> dict[str, Any]:
     return {"method": item["method"], **({"params": item["params"]} if "params" in item else {})}
 
 
 _CHECKS = (_check_batches, _check_version_header, _check_get_streams, _check_event_ids, _check_ids,
-           _check_notification_answers, _check_routing_headers, _check_progress, _check_before_initialize, _check_shapes)
+           _check_notification_answers, _check_routing_headers, _check_progress, _check_before_initialize, _check_shapes,
+           _check_task_states)
 
 
 def _shown(value: Any) -> str:

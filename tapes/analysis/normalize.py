@@ -26,6 +26,7 @@ from typing import Any
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import canonical
+from tapes.replay.polls import is_poll
 from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import MessageType, classify, items
@@ -130,6 +131,7 @@ class Step:
     progress: list[Any] = field(default_factory=list)
     cancelled: bool = False
     expressed: list[str] = field(default_factory=list)  # era-specific forms folded into this step
+    polls: int = 0  # a poll (tasks/get): how many times it was asked; its outcome is the last answer's
 
     @property
     def key(self) -> tuple[str, str]:
@@ -223,6 +225,12 @@ class _Builder:
         # each direction on its own thread, so across directions capture order is not causal.
         self.early_retries: dict[Any, tuple[dict[str, Any], _Message]] = {}
         self.channel_steps: dict[str, list[Step]] = {}
+        # Tasks (2025-11-25): the server (or client) names each task with a fresh id; a session
+        # calls them <task 1>, <task 2>, ... in the order they were created, so two recordings
+        # compare. A task's polls are one step, answered by the last poll; its status
+        # notifications say when the task moved on, which is timing, not behaviour.
+        self.task_names: dict[str, str] = {}
+        self.polls: dict[tuple[str, Any], Step] = {}  # (method, task) -> the step its polls fold into
 
     def fold(self, note: str) -> None:
         if note not in self.session.folds:
@@ -230,12 +238,22 @@ class _Builder:
 
     def build(self, frames: list[Frame]) -> Session:
         for message in messages(frames):
+            message = self.with_task_names(message)
             if message.frame.from_client:
                 self.client(message)
             else:
                 self.server(message)
         self.drop_failed_probe()
         return self.session
+
+    def with_task_names(self, message: _Message) -> _Message:
+        result = message.item.get("result")
+        task = result.get("task") if isinstance(result, dict) else None
+        if isinstance(task, dict) and isinstance(task.get("taskId"), str) and task["taskId"] not in self.task_names:
+            self.task_names[task["taskId"]] = f"<task {len(self.task_names) + 1}>"
+        if not self.task_names:
+            return message
+        return _Message(message.frame, _strings(lambda text: self.task_names.get(text, text))(message.item))
 
     # client → server
 
@@ -274,11 +292,19 @@ class _Builder:
         elif method == "subscriptions/listen":
             self.listen(message, params)
             return
+        elif is_poll(method) and (folded := self.polls.get((method, params.get("taskId")))) is not None:
+            folded.polls += 1
+            folded.seqs.append(message.frame.seq)
+            self.track(item["id"], folded, message.frame)
+            return
         else:
             step = Step(method, _subject(method, params), {k: v for k, v in params.items() if k != "_meta"},
                         [message.frame.seq])
             if method == "resources/subscribe":
                 step.expressed.append("resources/subscribe")
+            if is_poll(method):
+                step.polls = 1
+                self.polls[(method, params.get("taskId"))] = step
         self.session.steps.append(step)
         self.register_token(params, step)
         self.track(item["id"], step, message.frame)
@@ -334,6 +360,9 @@ class _Builder:
             if owner is None:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], item.get("params"), message.frame.seq))
             else:
+                last = owner.asks[-1] if owner.asks else None
+                if is_poll(ask.method) and last is not None and (last.method, last.params) == (ask.method, ask.params):
+                    owner.asks.remove(last)  # the server polled the client's task again: the last answer tells
                 owner.asks.append(ask)
                 owner.seqs.append(message.frame.seq)
                 _note(owner, "server→client request")
@@ -344,7 +373,7 @@ class _Builder:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], params, message.frame.seq))
             elif not step.cancelled:  # progress racing a cancel says nothing about the server
                 step.progress.append({k: v for k, v in params.items() if k != "progressToken"})
-        else:
+        elif item["method"] != "notifications/tasks/status":  # when a task moved on: timing, not behaviour
             self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], _params(item), message.frame.seq))
 
     def owner_of_server_request(self, frame: Frame) -> Step | None:

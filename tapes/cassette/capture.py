@@ -14,7 +14,7 @@ import math
 import struct
 from typing import Any
 
-from tapes.cassette.frames import Frame
+from tapes.cassette.frames import Frame, recorded_time
 from tapes.cassette.stdio_framer import StdioFramer, Stream
 
 CAPTURE_KEY = "capture"  # header key: {"unapplied": [labels of before-record hooks not applied yet]}
@@ -58,7 +58,7 @@ class CaptureFramer:
         if type(t) is not float or not math.isfinite(t) or type(code) is not int or not 0 <= code <= EXIT:
             raise ValueError("its time or stream is not valid")
         # Two pumps append concurrently: keep the times of consecutive frames in order.
-        t = self._t = max(t, self._t)
+        t = self._t = max(recorded_time(t), self._t)
         self._seen = True
         if code == EXIT:
             status = record[2:]

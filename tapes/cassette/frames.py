@@ -43,6 +43,13 @@ class Kind(StrEnum):
 
 
 STDIO = "stdio"
+TIME_PLACES = 3  # recorded times are kept in milliseconds
+
+
+def recorded_time(seconds: float) -> float:
+    """A time offset as a recording keeps it: to the millisecond, which is what `--timing recorded`
+    needs, and a re-record then does not change every frame in the last digits of its time."""
+    return round(seconds, TIME_PLACES)
 
 
 def http_channel(exchange: int) -> str:

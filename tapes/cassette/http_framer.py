@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tapes.cassette.frames import Direction, Frame, Kind, http_channel
+from tapes.cassette.frames import Direction, Frame, Kind, http_channel, recorded_time
 from tapes.cassette.redact import Redactor
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import decode
@@ -103,4 +103,4 @@ class HttpFramer:
 
     def _frame(self, t: float, direction: Direction, exchange: int, kind: Kind, **fields: Any) -> Frame:
         self._seq += 1
-        return Frame(self._seq, t, direction, http_channel(exchange), kind, **fields)
+        return Frame(self._seq, recorded_time(t), direction, http_channel(exchange), kind, **fields)

@@ -1,6 +1,8 @@
 """Redaction at record time, sans-IO: secrets in HTTP headers, in the query of request paths and
 URLs, in a URL's userinfo, and at JSON paths of messages are replaced by placeholders before
-anything reaches a cassette.
+anything reaches a cassette. Headers whose value is the moment or a random id of the recorded
+exchange (Date, X-Request-Id, ...) get one fixed placeholder, so that a re-record does not change
+every response line of a cassette under review.
 
 A placeholder is stable within a cassette: the same secret always becomes the same placeholder
 (`<redacted:1>`, `<redacted:2>`, ... in order of first appearance), so a reader can still see
@@ -12,10 +14,11 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
+from tapes.cassette.frames import Frame
 from tapes.wire.jsonrpc import encode, items
 
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie")
@@ -32,6 +35,10 @@ _SECRET_LIKE = "~secret-like(" + "|".join(sorted(SECRET_WORDS)) + ")"
 SECRET_LIKE_RULE = "header" + _SECRET_LIKE
 SECRET_QUERY_RULE = "query" + _SECRET_LIKE
 USERINFO_RULE = "url:userinfo"
+# Set by the moment or at random per exchange; the replayer sends its own Date, and the others
+# are of no use to a client.
+VOLATILE_HEADERS = ("date", "age", "x-request-id", "request-id", "cf-ray", "x-amzn-trace-id", "traceparent", "tracestate")
+VOLATILE = "<volatile>"
 
 
 def secret_like(name: str) -> bool:
@@ -54,28 +61,36 @@ class RedactionRules:
     secret_like_headers: bool = True
     secret_like_query: bool = True
     json_paths: tuple[tuple[str, ...], ...] = ()
+    volatile_headers: frozenset[str] = frozenset(VOLATILE_HEADERS)
 
     @classmethod
     def default(cls, extra_headers: Iterable[str] = (), json_paths: Iterable[str] = ()) -> RedactionRules:
         return cls(
             headers=frozenset(SECRET_HEADERS) | {name.lower() for name in extra_headers},
-            json_paths=tuple(parse_path(path) for path in json_paths),
+            json_paths=tuple(dict.fromkeys(parse_path(path) for path in json_paths)),
         )
+
+    def for_messages(self) -> RedactionRules:
+        """These rules as they apply where there are no headers, queries or URLs (stdio): the JSON paths."""
+        return replace(RedactionRules.none(), json_paths=self.json_paths)
 
     @classmethod
     def none(cls) -> RedactionRules:
-        return cls(headers=frozenset(), secret_like_headers=False, secret_like_query=False)
+        return cls(headers=frozenset(), secret_like_headers=False, secret_like_query=False, volatile_headers=frozenset())
 
     @property
     def enabled(self) -> bool:
-        return bool(self.headers or self.secret_like_headers or self.secret_like_query or self.json_paths)
+        return bool(self.headers or self.secret_like_headers or self.secret_like_query or self.json_paths
+                    or self.volatile_headers)
 
     def names(self) -> tuple[str, ...]:
         """The rules as listed in a cassette header: `header:NAME`, `header~secret-like(...)`,
-        `query~secret-like(...)`, `url:userinfo`, `json:PATH`."""
+        `header~volatile(...)`, `query~secret-like(...)`, `url:userinfo`, `json:PATH`."""
         names = [f"header:{name}" for name in sorted(self.headers)]
         if self.secret_like_headers:
             names.append(SECRET_LIKE_RULE)
+        if self.volatile_headers:
+            names.append(f"header~volatile({'|'.join(sorted(self.volatile_headers))})")
         if self.secret_like_query:
             names += [SECRET_QUERY_RULE, USERINFO_RULE]
         names += ["json:" + ".".join(path) for path in self.json_paths]
@@ -107,9 +122,11 @@ class Redactor:
         return found
 
     def headers(self, fields: Iterable[tuple[str, str]]) -> list[list[str]]:
-        """Header fields as [[name, value], ...], in order and original case, secrets replaced."""
-        redacts = self.rules.redacts_header
-        return [[name, self.placeholder(value) if redacts(name) else value] for name, value in fields]
+        """Header fields as [[name, value], ...], in order and original case, secrets and volatile
+        values replaced."""
+        redacts, volatile = self.rules.redacts_header, self.rules.volatile_headers
+        return [[name, self.placeholder(value) if redacts(name) else VOLATILE if name.lower() in volatile else value]
+                for name, value in fields]
 
     def path(self, path: str) -> str:
         """A request target (`/mcp?api_key=...`) with the values of secret-like query parameters
@@ -138,6 +155,18 @@ class Redactor:
             for path in self.rules.json_paths:
                 changed |= self._redact_at(item, path)
         return (redacted, True) if changed else (message, False)
+
+    def frames(self, frames: Iterable[Frame]) -> list[Frame]:
+        """The frames with the JSON paths of their messages redacted (what a stdio recording can
+        carry secrets in); a frame that changed loses its verbatim bytes, which still hold them."""
+        redacted = []
+        for frame in frames:
+            if frame.message is not None:
+                message, changed = self.message(frame.message)
+                if changed:
+                    frame = replace(frame, message=message, data=None)
+            redacted.append(frame)
+        return redacted
 
     def _redact_at(self, value: Any, path: tuple[str, ...]) -> bool:
         step, rest = path[0], path[1:]

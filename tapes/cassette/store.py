@@ -10,6 +10,7 @@ Layouts, after the header map:
   in less than half the time of v1's maps with string keys.
 - msgpack v1 (still read): one map per frame with short keys, `frame_record`.
 - JSON Lines: the v1 maps, one per line (the readable form; its header says format 1).
+Which of the two a file is written in follows its name (`format_for`): `.jsonl` is JSON Lines.
 - a raw stdio capture (a recorder that did not finish): see tapes.cassette.capture.
 Every frame is checked against its kind as it is loaded (`frame_problem`).
 """
@@ -43,6 +44,14 @@ FORMAT_VERSION = 2  # what the msgpack writer writes
 JSONL_VERSION = 1  # the JSON Lines layout has not changed
 READABLE_VERSIONS = (1, 2)
 MAGIC = "mcp-tapes"  # first key of the header object
+JSONL_SUFFIX = ".jsonl"
+STDOUT = "-"  # as an output path: standard output, where a cassette goes as JSON Lines
+
+
+def is_jsonl_path(path: str | os.PathLike[str]) -> bool:
+    """Whether a cassette written at `path` is JSON Lines: its name ends in `.jsonl`. Any other name
+    (`.tape`) is msgpack."""
+    return os.fspath(path).endswith(JSONL_SUFFIX)
 
 
 class CassetteError(UserError):
@@ -285,27 +294,30 @@ _INFO_CHECKS = {
 
 
 class CassetteWriter:
-    """Appends frames to a msgpack cassette; every `write` call is on disk (in the page cache)
-    before it returns, so a crash can cut at most the frames of the call in progress.
+    """Appends frames to a cassette, msgpack or JSON Lines (`jsonl`; by default as the path's name
+    says, msgpack for a file object); every `write` call is on disk (in the page cache) before it
+    returns, so a crash can cut at most the frames of the call in progress.
 
     Opening a path that cannot be opened raises CassetteError; a write that fails (a full disk,
     an I/O error) raises OSError, the header's too, and leaves nothing to flush at close."""
 
-    def __init__(self, path: str | os.PathLike[str] | BinaryIO, header: Header) -> None:
+    def __init__(self, path: str | os.PathLike[str] | BinaryIO, header: Header, *, jsonl: bool | None = None) -> None:
         if hasattr(path, "write"):
             self._file: BinaryIO = path  # type: ignore[assignment]
         else:
+            jsonl = is_jsonl_path(path) if jsonl is None else jsonl
             self._file = _open_for_writing(path, "wb", buffering=0)  # type: ignore[assignment]
         self._pack = msgpack.Packer().pack
         self._channels: dict[str, int] = {}
+        self._encoded = _json_frame if jsonl else self._packed
         try:
-            self._put(self._pack(header.record()))
+            self._put(_json_line(header.record(JSONL_VERSION)) if jsonl else self._pack(header.record()))
         except OSError:
             self.close()
             raise
 
     def write(self, frames: Iterable[Frame]) -> None:
-        self._put(b"".join([self._packed(frame) for frame in frames]))
+        self._put(b"".join([self._encoded(frame) for frame in frames]))
 
     def _put(self, data: bytes) -> None:
         view = memoryview(data)
@@ -334,6 +346,11 @@ class CassetteWriter:
         self.close()
 
 
+def _json_frame(frame: Frame) -> bytes:
+    """A frame as one JSON line; raises TypeError or ValueError when it has no JSON form."""
+    return _json_line(_jsonable(frame_record(frame)))
+
+
 def _as_raw(frame: Frame) -> Frame:
     return Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.RAW, None, frame.payload, frame.info)
 
@@ -345,29 +362,38 @@ def _open_for_writing(path: str | os.PathLike[str], mode: str, **options: Any) -
         raise CassetteError(f"{path}: cannot be written ({error.strerror})") from None
 
 
-def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool = False) -> None:
+def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool | None = None) -> None:
+    """Write `cassette` to `path`, in the format its name says (`is_jsonl_path`) unless `jsonl` is given."""
+    with _open_for_writing(path, "wb") as out:
+        dump(cassette, out, jsonl=is_jsonl_path(path) if jsonl is None else jsonl, name=str(path))
+
+
+def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output>") -> None:
+    """Write `cassette` to an open binary file (stdout, say); `name` stands for it in errors."""
     try:
         if not jsonl:
-            with CassetteWriter(path, cassette.header) as writer:
-                writer.write(cassette.frames)
+            CassetteWriter(out, cassette.header).write(cassette.frames)
             return
-        with _open_for_writing(path, "w", encoding="utf-8") as out:
-            out.write(_json_line(cassette.header.record(JSONL_VERSION)))
-            for frame in cassette.frames:
-                try:
-                    out.write(_json_line(_jsonable(frame_record(frame))))
-                except (TypeError, ValueError) as error:  # e.g. a lone surrogate, which UTF-8 cannot hold
-                    raise CassetteError(f"{path}: frame {frame.seq} cannot be written as JSON ({error})") from None
+        lines = [_json_line(cassette.header.record(JSONL_VERSION))]
+        for frame in cassette.frames:
+            try:
+                lines.append(_json_frame(frame))
+            except (TypeError, ValueError) as error:
+                raise CassetteError(f"{name}: frame {frame.seq} cannot be written as JSON ({error})") from None
+        out.write(b"".join(lines))
+        out.flush()
+    except BrokenPipeError:  # the reader of a pipe went away: for the caller to judge
+        raise
     except OSError as error:  # a full disk, an I/O error
-        raise CassetteError(f"{path}: cannot be written ({error.strerror or error})") from None
+        raise CassetteError(f"{name}: cannot be written ({error.strerror or error})") from None
 
 
 def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
-    """Write `cassette` over the file at `path` at once: written beside it first, then renamed over
-    it, so a reader (or a crash) never sees half of it."""
+    """Write `cassette` over the file at `path` at once, in the format the name says: written beside
+    it first, then renamed over it, so a reader (or a crash) never sees half of it."""
     scratch = f"{os.fspath(path)}.tmp"
     try:
-        save(cassette, scratch)
+        save(cassette, scratch, jsonl=is_jsonl_path(path))
     except CassetteError:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
@@ -375,8 +401,12 @@ def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
     os.replace(scratch, path)
 
 
-def _json_line(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
+def _json_line(value: dict[str, Any]) -> bytes:
+    line = json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot hold: as a JSON escape then
+        return json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _jsonable(record: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ column per channel (stdio; on HTTP each exchange: a POST's stream, the GET strea
 stream). Every frame is an arrow at its time, on its channel's column. Marks tie frames together
 the way the replay engine does: a cancellation and the response it raced, a server→client request
 and the client's answer, progress and the request it reports on, a stream the client dropped and
-the GET that resumed it from its last event id.
+the GET that resumed it from its last event id, a task's polls and the request that created the
+task (2025-11-25), a subscription's events and its subscriptions/listen request (2026-07-28).
 
 Python turns the cassette into a small JSON model of the diagram; the script in view_assets/
 draws it. Cassettes are untrusted: their content reaches the page only as JSON inside a script
@@ -30,6 +31,7 @@ from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteError
 from tapes.render.show import compact, describe, server_text
 from tapes.replay.index import Interaction, RecordingIndex
+from tapes.replay.polls import POLL_METHODS
 from tapes.replay.sessions import split_sessions
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import MessageType, classify, items
@@ -180,6 +182,7 @@ def _diagram(cassette: Cassette, title: str, notes: dict[int, list[str]]) -> dic
         channel.label = _channel_label(channel, frames)
     groups = _link_interactions(frames, rows)
     _mark_streams(frames, rows, channels)
+    _mark_tasks(rows)
     recorded = cassette.header
     meta = [
         ["transport", recorded.transport],
@@ -377,6 +380,7 @@ class _Story:
     response: _Row | None = None
     cancels: list[_Row] = field(default_factory=list)
     progress: list[_Row] = field(default_factory=list)
+    events: list[_Row] = field(default_factory=list)  # what a subscriptions/listen stream carried
     server_requests: dict[Any, _Row] = field(default_factory=dict)  # by their id
     answers: list[tuple[Any, _Row]] = field(default_factory=list)  # (server request id, the client's answer)
 
@@ -397,6 +401,8 @@ class _Story:
             self.cancels.append(row)
         elif item["method"] == "notifications/progress" and not from_client:
             self.progress.append(row)
+        elif not from_client and self.interaction.long_lived:
+            self.events.append(row)
 
     def mark(self) -> None:
         request, response = self.request, self.response
@@ -409,6 +415,15 @@ class _Story:
             if self.cancels and progress.frame.seq > self.cancels[0].frame.seq:
                 progress.mark("late", "after cancel", self.cancels[0].frame.seq,
                               "the server reported progress after the client had cancelled the request")
+        if request is not None and self.events:
+            request.mark("progress", f"events ×{len(self.events)}", self.events[0].frame.seq,
+                         f"{len(self.events)} notifications came on this subscription's stream")
+        for event in self.events:
+            event.mark("of", f"on #{request_id}", self.interaction.frame_seq,
+                       f"sent on the stream of subscriptions/listen #{request_id}")
+        if response is not None and self.interaction.long_lived:
+            response.mark("cancel", "server closed", self.interaction.frame_seq,
+                          f"the server ended subscription #{request_id} (frame {self.interaction.frame_seq})")
         for cancel in self.cancels:
             cancel.mark("cancel", f"✕ cancels #{request_id}", self.interaction.frame_seq,
                         f"the client cancels request #{request_id} (frame {self.interaction.frame_seq})")
@@ -441,6 +456,39 @@ class _Story:
         for server_request in self.server_requests.values():
             server_request.mark("of", f"for #{request_id}", self.interaction.frame_seq,
                                 f"sent while serving request #{request_id} (frame {self.interaction.frame_seq})")
+
+
+def _mark_tasks(rows: list[_Row]) -> None:
+    """Tie each task's polls, status notifications and result request to the request that
+    created it (the one answered with the task): a task is asked about in requests of its own."""
+    created: dict[tuple[bool, Any], _Row] = {}  # (created by the server, task id) -> the request's row
+    requests: dict[tuple[bool, Any], _Row] = {}  # (sent by the client, request id) -> its row
+    about: dict[tuple[bool, Any], list[tuple[_Row, str]]] = defaultdict(list)
+    for row in rows:
+        for item in items(row.frame.message) if row.frame.message is not None else ():
+            if not isinstance(item, dict):
+                continue
+            kind, from_client = classify(item), row.frame.from_client
+            if kind is MessageType.REQUEST:
+                requests[(from_client, _key(item["id"]))] = row
+            result = item.get("result") if kind is MessageType.RESULT else None
+            task = result.get("task") if isinstance(result, dict) else None
+            if isinstance(task, dict) and (asked := requests.get((not from_client, _key(item["id"])))) is not None:
+                created.setdefault((not from_client, task.get("taskId")), asked)
+            params = item.get("params") if isinstance(item.get("params"), dict) else {}
+            if kind in (MessageType.REQUEST, MessageType.NOTIFICATION) and str(item["method"]).startswith("tasks/") \
+                    or item.get("method") == "notifications/tasks/status":
+                # a request goes to the side that runs the task; a status comes from it
+                runs_it = from_client if kind is MessageType.REQUEST else not from_client
+                about[(runs_it, params.get("taskId"))].append((row, item["method"]))
+    for key, asked in created.items():
+        task = compact(key[1], 12)
+        polls = [row for row, method in about.get(key, []) if method in POLL_METHODS]
+        if polls:
+            asked.mark("poll", f"polled ×{len(polls)}", polls[0].frame.seq, f"task {task} was polled {len(polls)} times")
+        for row, method in about.get(key, []):
+            text = f"poll {polls.index(row) + 1} of task" if method in POLL_METHODS else f"{method.rsplit('/', 1)[-1]} of task"
+            row.mark("poll", text, asked.frame.seq, f"{method} about task {task}, created by the request in frame {asked.frame.seq}")
 
 
 def _key(request_id: Any) -> tuple[str, Any]:

@@ -4,7 +4,8 @@ or a pytest marker."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -15,6 +16,7 @@ from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats, ReplayEngine
 from tapes.replay.faults import FaultPlan
 from tapes.replay.matching import Matcher, matcher_named
+from tapes.replay.polls import Polls
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,18 @@ class ReplayControl:
     # they are matched, so a scrubbed recording still matches the unscrubbed live session.
     scrub: FrameHook | None = None
     faults: tuple[str, ...] = ()  # JSON-RPC level faults (tapes.replay.faults), as the user wrote them
+    polls: Polls = Polls.LATEST
 
     def engine(self, frames: Sequence[Frame], *, remember_played: bool = False) -> ReplayEngine:
-        return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played)
+        return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played,
+                            polls=self.polls, clock=self._recorded_clock())
+
+    def _recorded_clock(self) -> Callable[[], float] | None:
+        """With a timing, the live time in recorded seconds: polls advance on the recorded clock."""
+        if self.speed is None:
+            return None
+        speed = self.speed
+        return lambda: time.monotonic() * speed
 
     def for_cassette(self, header: Header) -> ReplayControl:
         """This control, with the matcher also ignoring the request params the cassette's JSON path
@@ -53,15 +64,17 @@ class ReplayControl:
         timing: str = "instant",
         before_record: str | None = None,
         faults: Iterable[str] = (),
+        polls: str = Polls.LATEST.value,
     ) -> ReplayControl:
         """From user-given names; a bad one is a UserError naming the choices."""
         faults = tuple(faults)
         FaultPlan.parse(faults)  # a bad fault is refused here, before anything is served
         return cls(matcher_named(match, ignore), _choice(Race, race, "race"), _choice(Repeats, repeats, "repeats"),
-                   parse_timing(timing), load_hook(before_record) if before_record else None, faults)
+                   parse_timing(timing), load_hook(before_record) if before_record else None, faults,
+                   _choice(Polls, polls, "polls"))
 
 
-Choice = TypeVar("Choice", Race, Repeats)
+Choice = TypeVar("Choice", Race, Repeats, Polls)
 
 
 def _choice(kind: type[Choice], value: str, what: str) -> Choice:

@@ -20,7 +20,7 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
 from enum import StrEnum
 from typing import Any
@@ -30,6 +30,8 @@ from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
+from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
+from tapes.wire.eras import SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
@@ -66,9 +68,30 @@ class ReplayEngine:
         race: Race = Race.RECORDED,
         repeats: Repeats = Repeats.IN_ORDER,
         remember_played: bool = False,
+        polls: Polls = Polls.LATEST,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """`clock`: the live time in recorded seconds (the timing's speed applied), when the replay
+        follows the recorded clock; polls then advance on it (tapes.replay.polls)."""
         with gc_paused():  # millions of new containers for a big recording, none of them garbage
             self._build(frames, matcher, race, repeats, remember_played)
+        self._polls = polls
+        self._clock = clock
+        self._played_opens: dict[tuple[Any, Any, str | None], ItemKey] = {}  # resumptions played, by (method, target, Last-Event-ID)
+        self._channel_server_items: dict[str, list[ServerItem]] = {}  # ... and what their exchange carried, once asked again
+        self._poll_anchors: dict[Hashable, tuple[float, float]] = {}  # poll key -> (live clock, recorded time) of its first poll
+        self._polls_about: dict[Any, list[Interaction]] = defaultdict(list)  # task id -> its recorded polls
+        # Tasks the client runs for the server (a task-augmented sampling/createMessage): the live
+        # client names them afresh, and the server's tasks/get and tasks/result carry the live name.
+        self._client_tasks: dict[Any, Any] = {}  # recorded task id -> the live one
+        # ... and the client's status notifications about them: when it sends them is its clock's
+        # business, so they are taken in order, and one more than recorded is no miss
+        self._task_statuses = deque(key for key, item in self._index.notifications if item["method"] == TASK_STATUS)
+        for interaction in self._interactions:
+            if is_poll(interaction.request["method"]):
+                task = subject(interaction.request["method"], interaction.request.get("params"))
+                if task is not None:
+                    self._polls_about[task].append(interaction)
 
     def _build(
         self, frames: Sequence[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool
@@ -183,23 +206,42 @@ class ReplayEngine:
         """An HTTP request without a body (a GET stream, a DELETE) to `target` (path and query):
         it plays the first unplayed recorded exchange with that method, target and Last-Event-ID,
         if there is one."""
-        recorded = self._opens.get((method, target, last_event_id))
+        opening = (method, target, last_event_id)
+        recorded = self._opens.get(opening)
         if not recorded:
-            return Reception([])
+            return self._poll_back_again(opening)
         key = recorded.popleft()
         self._consume(key)
+        if last_event_id is not None:
+            self._played_opens[opening] = key
         return Reception(self._release(), channel=self._item_frames[key].channel)
+
+    def _poll_back_again(self, opening: tuple[Any, Any, str | None]) -> Reception:
+        """A resumption by Last-Event-ID the recording has fewer of (2025-11-25 SSE polling: the live
+        client polls back more often): under Polls.LATEST it is answered as the last recorded one
+        from that event was, on a fresh copy of its exchange."""
+        again = self._played_opens.get(opening) if self._polls is Polls.LATEST else None
+        if again is None:
+            return Reception([])
+        channel = self._item_frames[again].channel
+        if channel not in self._channel_server_items:
+            self._channel_server_items[channel] = [item for item in self._index.server_items if item.frame.channel == channel]
+        actions = [action for item in self._channel_server_items[channel] if (action := self._restamp(item)) is not None]
+        self._report.repeated += 1
+        return Reception(actions, channel=channel, repeated=len(actions))
 
     def close_stream(self, channel: str) -> None:
         """The live client closed the response stream of a recorded exchange before its end. At
         2026-07-28 that is how Streamable HTTP cancels the requests the exchange carries: nothing
         more goes out for them. Under Race.RECORDED a close the recording does not have is a miss,
-        as an unrecorded notifications/cancelled is."""
+        as an unrecorded notifications/cancelled is; a long-lived request's stream (subscriptions/listen)
+        is the client's to close whenever it likes."""
         for interaction in self._channel_interactions.get(channel, ()):
             if interaction.withheld:
                 continue
             interaction.withheld = True
-            if self._race is Race.RECORDED and channel not in self._closed_by_client and interaction.live_id not in self._excused:
+            if self._race is Race.RECORDED and channel not in self._closed_by_client and not interaction.long_lived \
+                    and interaction.live_id not in self._excused:
                 self._miss(f"closing the stream of {interaction.request['method']} id {interaction.live_id!r}",
                            "the recording has no cancellation of it")
 
@@ -207,6 +249,11 @@ class ReplayEngine:
         """The live client may cancel this request though the recording does not (a fault holds or
         breaks its answer): its cancel, or its stream's close, is then no miss."""
         self._excused.add(live_id)
+
+    def held_open(self, channel: str) -> bool:
+        """Whether the recorded client closed this exchange's stream before the server answered
+        what it carried: the replay keeps it open, as that server did, until the live client closes."""
+        return channel in self._closed_by_client
 
     def opens_to(self, method: str, target: str) -> bool:
         """Whether the recording has a bodiless `method` request to `target` at all (played or not)."""
@@ -259,12 +306,20 @@ class ReplayEngine:
         if kind in (MessageType.RESULT, MessageType.ERROR):
             recorded = self._answers.get(item["id"])
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
+            if recorded:
+                self._learn_client_task(items(self._item_frames[recorded[0]].message)[recorded[0][1]], item)
+        elif item["method"] == TASK_STATUS:
+            if not self._task_statuses:
+                return None, []  # sent on the client's clock: one more than recorded is no miss
+            key = self._task_statuses.popleft()
+            self._consume(key)
+            return key, []
         elif item["method"] == "notifications/cancelled":
             live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
-            if interaction is not None and (self._race is Race.CANCEL_WINS or live_id in self._excused):
+            if interaction is not None and (self._race is Race.CANCEL_WINS or interaction.long_lived or live_id in self._excused):
                 interaction.withheld = True
-                if not interaction.cancel_items:  # unrecorded, but this policy always honours a cancel
+                if not interaction.cancel_items:  # unrecorded, but this policy (or a stream's end) is always honoured
                     return None, []
             recorded = self._cancels.get(interaction) if interaction is not None else None
             miss = (f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
@@ -278,11 +333,18 @@ class ReplayEngine:
         self._consume(key)
         return key, []
 
+    def _learn_client_task(self, recorded: dict[str, Any], live: dict[str, Any]) -> None:
+        """The client answered a server request with a task: the recorded task is the live one now."""
+        recorded_task, live_task = _task_id(recorded), _task_id(live)
+        if recorded_task is not None and live_task is not None and recorded_task != live_task:
+            self._client_tasks[recorded_task] = live_task
+
     def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
         key = self._matcher.key(request["method"], request.get("params"))
-        interaction = self._take(key, request)
+        polled = self._polls is Polls.LATEST and is_poll(request["method"])
+        interaction = self._take_poll(key, request) if polled else self._take(key, request)
         if interaction is None:
-            previous = self._last_played(key, request) if self._repeats is Repeats.ALLOW else None
+            previous = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
             if previous is not None:
                 self._resent += self._repeat(previous, request)
                 return previous.client_items[0], []
@@ -294,7 +356,54 @@ class ReplayEngine:
         self._played[key].append(interaction)
         self._go_live(interaction, request)
         self._consume(interaction.client_items[0])
+        if self._polls is Polls.LATEST:
+            self._skip_polls_before(interaction)
         return interaction.client_items[0], []
+
+    def _take_poll(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
+        """The recorded poll this live one plays: the next one, or on the recorded clock the newest
+        one it has reached; None when the last played one is to be answered again (the live
+        client polls more often). The unplayed polls before the one taken are skipped."""
+        unplayed = [i for i in self._requests.get(key, []) if self._matcher.accepts(i.request, request)]
+        if not unplayed:
+            return None
+        chosen = unplayed[0]
+        if self._clock is not None:
+            now = self._clock()
+            live_start, recorded_start = self._poll_anchors.setdefault(key, (now, self._recorded_time(chosen)))
+            reached = [i for i in unplayed if self._recorded_time(i) <= recorded_start + now - live_start]
+            if not reached and self._played.get(key):
+                return None
+            chosen = reached[-1] if reached else chosen
+        for skipped in unplayed[: unplayed.index(chosen)]:
+            self._skip_poll(skipped)
+        self._requests[key].remove(chosen)
+        return chosen
+
+    def _skip_polls_before(self, interaction: Interaction) -> None:
+        """A live message about a task (its tasks/result, another poll) moves the recording past
+        the polls of that task recorded before it, which the live client never made."""
+        task = subject(interaction.request["method"], interaction.request.get("params"))
+        for poll in self._polls_about.get(task, ()) if task is not None else ():
+            if poll.frame_seq >= interaction.frame_seq:
+                break
+            if not poll.matched:
+                self._skip_poll(poll)
+
+    def _skip_poll(self, poll: Interaction) -> None:
+        """A recorded poll the live client did not make: nothing of it goes out, what waited for it
+        (a status notification tied to no request) does, and it is not reported unused. A later
+        poll may be answered with its state."""
+        poll.matched = poll.withheld = True
+        key = self._key(poll.request)
+        self._requests[key].remove(poll)
+        self._played[key].append(poll)  # a state the recording reached: a later poll may get it again
+        self._played_out(poll)
+        self._report.skipped += 1
+        self._consume(poll.client_items[0])
+
+    def _recorded_time(self, interaction: Interaction) -> float:
+        return self._item_frames[interaction.client_items[0]].t
 
     def _take(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
         """The recorded request this live one plays, taken off the unplayed ones."""
@@ -328,6 +437,7 @@ class ReplayEngine:
     def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
         """Answer a repeated request as its last played match was answered, under the new ids."""
         self._go_live(interaction, request)
+        interaction.withheld = False  # a skipped poll's state, now asked for
         self._report.repeated += 1
         return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 
@@ -402,6 +512,8 @@ class ReplayEngine:
         out = []
         for item, owner in zip(items(frame.message), server_item.owners, strict=True):
             new = _restamp_item(item, owner)
+            if new is not None and self._client_tasks:
+                new = _with_client_task(new, self._client_tasks)
             changed = changed or new is not item
             if new is not None:
                 out.append(new)
@@ -413,12 +525,40 @@ class ReplayEngine:
         return Action(frame, encode(message), gap)
 
 
+def _task_id(answer: dict[str, Any]) -> Any:
+    """The id of the task an answer created (a CreateTaskResult), if it created one."""
+    result = answer.get("result")
+    task = result.get("task") if isinstance(result, dict) else None
+    task_id = task.get("taskId") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
+
+
+def _with_client_task(item: dict[str, Any], live_tasks: dict[Any, Any]) -> dict[str, Any]:
+    """A server request about a task the client runs, naming the live task."""
+    params = item.get("params")
+    if "id" not in item or not isinstance(params, dict) or not isinstance(params.get("taskId"), str) \
+            or params["taskId"] not in live_tasks:
+        return item
+    return {**item, "params": {**params, "taskId": live_tasks[params["taskId"]]}}
+
+
+def _resubscribed(item: dict[str, Any], live_id: Any) -> dict[str, Any]:
+    """A subscriptions/listen stream's message with the live listen id as its subscription id."""
+    member = "result" if "result" in item else "params"
+    body = item.get(member)
+    if not isinstance(body, dict) or not isinstance(body.get("_meta"), dict) or SUBSCRIPTION_ID_KEY not in body["_meta"]:
+        return item
+    return {**item, member: {**body, "_meta": {**body["_meta"], SUBSCRIPTION_ID_KEY: live_id}}}
+
+
 def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, Any] | None:
     if owner is None:
         return item
     if owner.withheld:
         return None
     kind = classify(item)
+    if owner.long_lived and owner.live_id != owner.recorded_id:
+        item = _resubscribed(item, owner.live_id)
     if kind in (MessageType.RESULT, MessageType.ERROR) and item["id"] == owner.recorded_id:
         return {**item, "id": owner.live_id} if item["id"] != owner.live_id else item
     if kind is MessageType.NOTIFICATION and item["method"] == "notifications/progress":

@@ -34,6 +34,7 @@ from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import CassetteError, gc_paused
+from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.jsonrpc import MessageType, classify, items
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
@@ -58,6 +59,10 @@ class Interaction:
     @property
     def recorded_id(self) -> Any:
         return self.request["id"]
+
+    @property
+    def long_lived(self) -> bool:
+        return self.request["method"] in LONG_LIVED_METHODS
 
     @property
     def recorded_token(self) -> Any:
@@ -102,7 +107,9 @@ class RecordingIndex:
     ends: list[ItemKey] = field(default_factory=list)  # the client closing its side
     server_items: list[ServerItem] = field(default_factory=list)
     # HTTP: what the client sent on each exchange (its body's items, or a bodiless request head),
-    # the requests among it, and the exchanges whose stream the recorded client closed
+    # the requests among it, and the exchanges whose stream the recorded client closed while a
+    # request it carried was unanswered (a cancellation at 2026-07-28; a close after every answer
+    # is the client tearing down, and the replayed stream ends as a served one does)
     channel_items: dict[str, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
     closed_by_client: set[str] = field(default_factory=set)
@@ -210,7 +217,9 @@ class _Walk:
 
     def server_frame(self, frame: Frame) -> None:
         index = self.index
-        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect":
+        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect" and any(
+            interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ())
+        ):
             index.closed_by_client.add(frame.channel)
         payload = checked_payload(frame)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
@@ -229,6 +238,12 @@ class _Walk:
                 deps.update(owner.client_items)
                 cancel_deps.update(owner.cancel_items)
         exchange = index.channel_interactions.get(frame.channel, [])
+        if self.last_message_item is not None and frame.kind is not Kind.HTTP_RESPONSE and any(
+                interaction is not None and interaction.long_lived
+                for interaction in (*owners, *(exchange if frame.channel != STDIO else ()))):
+            # what a long-lived request's stream carries (its events, its close) is caused by what
+            # the client did after opening it: it waits for the last message the client had sent
+            deps.add(self.last_message_item)
         if frame.channel == STDIO:
             if None in owners and self.last_client_item is not None:
                 deps.add(self.last_client_item)  # tied to no request: after the last thing the client said
@@ -265,6 +280,9 @@ class _Walk:
             self.by_server_request[item["id"]] = owner
             return owner
         params = item.get("params") or {}
+        subscription = (params.get("_meta") or {}).get(SUBSCRIPTION_ID_KEY) if isinstance(params.get("_meta"), dict) else None
+        if subscription is not None and (listen := self.by_id.get(subscription)) is not None and listen.long_lived:
+            return listen  # an acknowledgment or event of a subscriptions/listen stream
         if item["method"] == "notifications/progress":
             return self.by_token.get(params.get("progressToken"))
         if item["method"] == "notifications/cancelled":

@@ -52,8 +52,9 @@ class Reception:
     replies made up for the parts of it that matched nothing, and the recorded channel it was
     matched to (an HTTP adapter answers on that exchange's framing; None when nothing matched).
     `missed`: how many of its items matched nothing. `repeated`: how many of `actions`, at their
-    start, answer a request again under Repeats.ALLOW; their channel was played already, so an HTTP
-    adapter serves them on a fresh copy of that exchange."""
+    start, answer a request again under Repeats.ALLOW (or a poll, or a resumption polled back
+    again); their channel was played already, so an HTTP adapter serves them on a fresh copy of
+    that exchange."""
 
     actions: list[Action]
     replies: list[Reply] = field(default_factory=list)
@@ -73,7 +74,8 @@ class Unmatched:
 @dataclass
 class Report:
     played: int = 0  # recorded server frames released
-    repeated: int = 0  # requests answered again under Repeats.ALLOW
+    repeated: int = 0  # requests answered again under Repeats.ALLOW, and polls answered again
+    skipped: int = 0  # recorded polls the live client did not make (it polled less often)
     unmatched: list[Unmatched] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)  # recorded client requests never received
     recorded: int = 0  # frames a new episode added to the cassette (record mode new_episodes)
@@ -88,6 +90,7 @@ class Report:
         return {
             "played": self.played,
             "repeated": self.repeated,
+            "skipped": self.skipped,
             "unmatched": [{"summary": miss.summary, "reason": miss.reason} for miss in self.unmatched],
             "unused": self.unused,
             "recorded": self.recorded,
@@ -100,6 +103,8 @@ class Report:
         counts = f"played {self.played} frames, {len(self.unmatched)} unmatched, {len(self.unused)} unused"
         if self.repeated:
             counts += f", {self.repeated} repeated"
+        if self.skipped:
+            counts += f", {self.skipped} recorded poll{'' if self.skipped == 1 else 's'} skipped"
         if self.recorded:
             counts += f", {self.recorded} new frames recorded from the real server"
         if self.replaced:
@@ -114,6 +119,7 @@ class Report:
     def merge(self, other: Report) -> None:
         self.played += other.played
         self.repeated += other.repeated
+        self.skipped += other.skipped
         self.recorded += other.recorded
         self.unmatched += other.unmatched
         self.unused += other.unused

@@ -11,6 +11,13 @@ STATELESS_VERSION = "2026-07-28"  # from here on: no initialize, no sessions, st
 STATELESS_ERAS = (STATELESS_VERSION,)
 STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # stateless eras: in every request's _meta
 
+LONG_LIVED_METHODS = frozenset({"subscriptions/listen"})
+"""Requests whose response is a stream that stays open until either side closes it (2026-07-28):
+what comes on it is caused by what the client does later, and the client may end it at any time."""
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"  # in _meta: the listen request's id, on all it carries
+
+TASK_ERAS = ("2025-11-25",)  # tasks: task-augmented requests, tasks/get|result|list|cancel, notifications/tasks/status
+
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """The param a request's `Mcp-Name` header mirrors (2026-07-28), which is also what it is about."""
 

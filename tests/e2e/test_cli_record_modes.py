@@ -21,9 +21,9 @@ WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.
 NOTES = [sys.executable, str(ROOT / "tests" / "servers" / "notes_server.py")]
 
 
-async def forecast(server: StdioServerParameters | str) -> str:
+async def forecast(server: StdioServerParameters | str, city: str = "Paris") -> str:
     async with Client(server, mode="legacy", cache=None) as client:
-        return (await client.call_tool("get_forecast", {"city": "Paris"})).content[0].text
+        return (await client.call_tool("get_forecast", {"city": city})).content[0].text
 
 
 def stdio(cassette: Path, *flags: str, env: dict[str, str] | None = None) -> StdioServerParameters:
@@ -41,13 +41,21 @@ def test_once_records_a_missing_cassette_then_replays_it(tmp_path: Path) -> None
     assert tapes.load(cassette).header.created == recorded.header.created
 
 
-def test_all_records_every_time(tmp_path: Path) -> None:
-    cassette = tmp_path / "weather.tape"
+def test_all_records_every_time_and_replaces_the_cassette_only_when_the_session_changed(tmp_path: Path) -> None:
+    cassette = tmp_path / "weather.jsonl"
     anyio.run(forecast, stdio(cassette, "--record-mode", "once"))
-    first = tapes.load(cassette).header.created
-    time.sleep(0.01)
+    first = cassette.read_bytes()
+    assert first.startswith(b'{"mcp-tapes":1')  # the name asks for JSON Lines
     anyio.run(forecast, stdio(cassette, "--record-mode", "all"))
-    assert tapes.load(cassette).header.created != first
+    assert cassette.read_bytes() == first  # recorded again, the same behaviour: left as it was
+    assert anyio.run(forecast, stdio(cassette, "--record-mode", "all"), "Oslo").startswith("Oslo")
+    assert b"Oslo" in cassette.read_bytes()
+    # new redaction rules make a new cassette, and the redacted session still replays
+    anyio.run(forecast, stdio(cassette, "--record-mode", "rewrite", "--redact-path", "params.arguments.city"))
+    assert tapes.load(cassette).header.redaction == ("json:params.arguments.city",)
+    assert b'"city":"<redacted:1>"' in cassette.read_bytes()
+    assert anyio.run(forecast, stdio(cassette, "--record-mode", "once")).startswith("Paris")  # replayed
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["weather.jsonl"]
 
 
 def test_none_with_a_missing_cassette_is_one_sentence(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
+from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import load
 
 from tests.support.http_peers import notes_over_http
@@ -73,26 +74,41 @@ def test_default_mode_is_none_under_ci_and_once_otherwise(pytester: pytest.Pytes
     assert "REPLAYING" in run(pytester, ci=True).stdout.str()
 
 
-def test_all_records_every_time_and_keeps_the_old_cassette_when_the_test_fails(pytester: pytest.Pytester) -> None:
+def test_all_records_every_time_and_replaces_the_cassette_only_when_the_test_passes_and_it_changed(
+    pytester: pytest.Pytester,
+) -> None:
     run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
-    first = load(cassette(pytester))
+    first = cassette(pytester).read_bytes()
     again = run(pytester, "--tape-record-mode=all")
     again.assert_outcomes(passed=1)
     assert "RECORDING" in again.stdout.str()
-    assert load(cassette(pytester)).header.created != first.header.created
+    assert cassette(pytester).read_bytes() == first  # the same behaviour: the file is left as it was
+    oslo = INNER.replace('CITY = "Paris"', 'CITY = "Oslo"')
+    run(pytester, "--tape-record-mode=all", source=oslo).assert_outcomes(passed=1)
+    assert any("Oslo" in str(frame.message) for frame in load(cassette(pytester)).frames)
     kept = cassette(pytester).read_bytes()
     failing = INNER.replace('.startswith(CITY)', '.startswith("Nowhere")')
     run(pytester, "--tape-record-mode=all", source=failing).assert_outcomes(failed=1)
     assert cassette(pytester).read_bytes() == kept
-    assert not list(cassette(pytester).parent.glob("*.recording"))
+    assert not list(cassette(pytester).parent.glob("*.recording*"))
 
 
-def test_rewrite_deletes_then_records(pytester: pytest.Pytester) -> None:
+def test_rewrite_records_over_anything_and_leaves_no_cassette_when_the_test_fails(pytester: pytest.Pytester) -> None:
     cassette(pytester).parent.mkdir()
     cassette(pytester).write_bytes(b"not a cassette at all")
     result = run(pytester, "--tape-record-mode=rewrite")
     result.assert_outcomes(passed=1)
     assert "RECORDING" in result.stdout.str() and load(cassette(pytester)).frames
+    recorded = cassette(pytester).read_bytes()
+    run(pytester, "--tape-record-mode=rewrite").assert_outcomes(passed=1)
+    assert cassette(pytester).read_bytes() == recorded
+    failing = INNER.replace('.startswith(CITY)', '.startswith("Nowhere")')
+    run(pytester, "--tape-record-mode=rewrite", source=failing).assert_outcomes(failed=1)
+    assert not list(cassette(pytester).parent.iterdir())
+
+
+def messages(frames: list[Frame]) -> list[Frame]:
+    return [frame for frame in frames if frame.kind is Kind.MESSAGE]
 
 
 def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: pytest.Pytester) -> None:
@@ -104,7 +120,10 @@ def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: py
     after = load(cassette(pytester)).frames
     # the Lima call and what followed it took the place of the recorded Paris continuation
     assert any("Lima" in str(frame.message) for frame in after)
-    assert not any("Paris" in str(frame.message) for frame in after) and len(after) == len(before)
+    assert not any("Paris" in str(frame.message) for frame in after)
+    # as many messages as before: the episode's took the place of the replaced ones (the real
+    # server's stderr lines may land on either side of the warm-up, so they are not counted)
+    assert len(messages(after)) == len(messages(before))
     # from now on the session replays offline, nothing unused, and nothing is added any more
     run(pytester, "--tape-record-mode=none", source=lima).assert_outcomes(passed=1)
     run(pytester, "--tape-record-mode=new_episodes", source=lima).assert_outcomes(passed=1)

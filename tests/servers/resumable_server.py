@@ -11,6 +11,8 @@ It binds 127.0.0.1 and prints one line on stderr once it accepts connections:
 - `poll(n)`             one progress notification, then the server closes the POST stream (the
                         2025-11-25 polling pattern: the client comes back with Last-Event-ID),
                         then n - 1 more, then "polled n"
+- `cycles(n)`           n times: a progress notification, then the server closes the stream; the
+                        client polls back with Last-Event-ID each time (several `retry` cycles)
 - `echo(text)`          answers text at once
 
 Event ids are "<stream>/<counter>": readable in a cassette, and the counter makes them unique.
@@ -50,6 +52,15 @@ async def poll(n: int, ctx: Context) -> str:
     for step in range(2, n + 1):
         await ctx.report_progress(step, n)
     return f"polled {n}"
+
+
+@server.tool(description="n times: report progress and close the stream; the client polls back after each.")
+async def cycles(n: int, ctx: Context) -> str:
+    for step in range(1, n + 1):
+        await ctx.report_progress(step, n)
+        await ctx.close_sse_stream()
+        await asyncio.sleep(3 * RETRY_MS / 1000)  # until the client is back (see poll)
+    return f"cycled {n}"
 
 
 @server.tool(description="Answer text at once.")

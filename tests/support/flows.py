@@ -38,6 +38,8 @@ __all__ = [
     "connect",
     "dump",
     "everything_flow",
+    "feed_flow",
+    "sse_polling_flow",
     "notes_flow",
 ]
 
@@ -316,3 +318,52 @@ async def notes_flow(
         "roots_requests": observer.roots_requests,
     }
     return out
+
+
+FEED_TITLES = ("first", "second")
+
+
+async def feed_flow(server: Sequence[str] | str, *, leave_early: bool = False, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """Follow tests/servers/feed_server.py through `subscriptions/listen` (2026-07-28).
+
+    A listen for resource changes; after each post, the two events it caused; then the server
+    closes the stream (close_feeds) and the subscription ends gracefully. With `leave_early`, the
+    client leaves that subscription itself after the first post instead, and close_feeds ends
+    nothing it still follows. Then a second listen the client leaves at once, and one more post.
+
+    Returns a dict with keys: honored (the acknowledged filter), events (per post, the events
+    received, in order), after_close (events after the close: none), second (the second listen's
+    honored filter), posted (the tool results).
+    """
+    out: dict[str, Any] = {"events": [], "posted": []}
+    with anyio.fail_after(timeout):
+        async with connect(server, timeout=timeout) as client:
+            async with client.listen(resources_list_changed=True, resource_subscriptions=["feed://latest"]) as sub:
+                out["honored"] = sub.honored.model_dump(mode="json", exclude_none=True)
+                for title in FEED_TITLES[: 1 if leave_early else None]:
+                    out["posted"].append(_text(await client.call_tool("post", {"title": title})))
+                    out["events"].append([repr(await anext(sub)), repr(await anext(sub))])
+                if not leave_early:
+                    out["posted"].append(_text(await client.call_tool("close_feeds", {})))
+                    out["after_close"] = [repr(event) async for event in sub]  # ends at the server's close
+            if leave_early:
+                for title in FEED_TITLES[1:]:
+                    out["posted"].append(_text(await client.call_tool("post", {"title": title})))
+                out["posted"].append(_text(await client.call_tool("close_feeds", {})))
+            async with client.listen(tools_list_changed=True) as second:
+                out["second"] = second.honored.model_dump(mode="json", exclude_none=True)
+            out["posted"].append(_text(await client.call_tool("post", {"title": "third"})))
+    return out
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def sse_polling_flow(url: str, *, cycles: int = 3, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """tests/servers/resumable_server.py's cycles(n) at 2025-11-25: the server closes the call's SSE
+    stream after each progress notification and the client polls back with Last-Event-ID after
+    the `retry` interval, `cycles` times. Returns the tool result and the progress values seen."""
+    with anyio.fail_after(timeout):
+        async with connect(url, mode="legacy", timeout=timeout) as client:
+            return await _call_with_progress(client, "cycles", {"n": cycles})

@@ -14,7 +14,7 @@ import pytest
 
 from tapes.cassette.store import Cassette, load
 
-from tests.support.paths import EVERYTHING_JS, NOTES_SERVER, RESUMABLE_SERVER, TAPES
+from tests.support.paths import EVERYTHING_JS, FEED_SERVER, NOTES_SERVER, RESUMABLE_SERVER, TAPES
 from tests.support.processes import Process, free_port
 
 
@@ -27,6 +27,12 @@ def start_everything(mode: str) -> tuple[Process, str]:
     server = Process([node, str(EVERYTHING_JS), mode], env={"PORT": str(port)})
     server.wait_for(r"listening on port|running on port")
     return server, f"http://127.0.0.1:{port}/{'sse' if mode == 'sse' else 'mcp'}"
+
+
+def start_feed() -> tuple[Process, str]:
+    """tests/servers/feed_server.py over Streamable HTTP on a free port."""
+    server = Process([*FEED_SERVER, "--http"])
+    return server, server.wait_for(r"listening on (\S+)")[1]
 
 
 def start_resumable() -> tuple[Process, str]:

@@ -27,7 +27,7 @@ HTTP_SESSIONS = {
 STABLE_URL = {"streamableHttp": "http://127.0.0.1:3001/mcp", "sse": "http://127.0.0.1:3001/sse"}
 
 
-def _stable_host(frame: Frame, url: str, stable_url: str) -> Frame:
+def stable_host(frame: Frame, url: str, stable_url: str) -> Frame:
     """The free port of this run says nothing: show the server's default address instead."""
     if frame.kind is not Kind.HTTP_REQUEST:
         return frame
@@ -53,7 +53,7 @@ def main() -> None:
         finally:
             server.stop()
         cassette = Cassette(replace(cassette.header, server={"url": STABLE_URL[mode]}),
-                            [_stable_host(frame, url, STABLE_URL[mode]) for frame in cassette.frames])
+                            [stable_host(frame, url, STABLE_URL[mode]) for frame in cassette.frames])
         save(cassette, path)
         save(cassette, path.with_suffix(".jsonl"), jsonl=True)
         print(f"{path.relative_to(ROOT)}: {len(cassette.frames)} frames, protocol {cassette.protocol_version}")

@@ -15,3 +15,4 @@ EVERYTHING_JS = PEERS / "node_modules" / "@modelcontextprotocol" / "server-every
 TAPES = [sys.executable, "-m", "tapes"]
 NOTES_SERVER = [sys.executable, str(SERVERS / "notes_server.py")]
 RESUMABLE_SERVER = [sys.executable, str(SERVERS / "resumable_server.py")]
+FEED_SERVER = [sys.executable, str(SERVERS / "feed_server.py")]

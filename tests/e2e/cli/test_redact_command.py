@@ -102,8 +102,9 @@ def test_an_authorization_header_recorded_with_no_redact_is_redacted_and_replaye
         assert recorder.stop(signal.SIGINT) == 0
     assert BEARER.encode() in recorded.read_bytes()
 
-    listing = redact(recorded, redacted)  # the default rules: Authorization, cookies, key-like headers
-    assert len(listing) == 2 and re.fullmatch(r"  header Authorization: \d+ frames \(.*\) -> <redacted:1>", listing[1])
+    listing = redact(recorded, redacted)  # the default rules: Authorization, cookies, key-like headers, volatile ones
+    assert len(listing) == 3 and re.fullmatch(r"  header Authorization: \d+ frames \(.*\) -> <redacted:1>", listing[1])
+    assert re.fullmatch(r"  header date: \d+ frames \(.*\) -> <volatile>", listing[2])
     assert b"tk-9f8e" not in redacted.read_bytes()
 
     replayer = Process([*TAPES, "replay", str(redacted), "--http", "--listen", "127.0.0.1:0"])

@@ -12,7 +12,7 @@ from tapes.cassette.store import Cassette, load
 from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
 from tapes.analysis.normalize import Noise
 
-from tests.support.messages import req, res
+from tests.support.messages import note, req, res
 from tests.support.paths import CASSETTES
 from tests.support.recordings import handshake, stdio_cassette
 
@@ -119,6 +119,28 @@ def test_a_removed_request_and_a_result_turned_error_are_breaking() -> None:
     assert report.exit_code("breaking") == 1
 
 
+def polled_task(task_id: str, states: list[str], final: str = "report") -> list[tuple[str, Any]]:
+    """A tool run as a task: its creation, a poll per state (status notifications between), its result."""
+    messages = [("c", req(2, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 1000}})),
+                ("s", res(2, {"task": {"taskId": task_id, "status": "working"}}))]
+    for number, state in enumerate(states, start=3):
+        messages += [("s", note("notifications/tasks/status", {"taskId": task_id, "status": state})),
+                     ("c", req(number, "tasks/get", {"taskId": task_id})), ("s", res(number, {"taskId": task_id, "status": state}))]
+    return messages + [("c", req(99, "tasks/result", {"taskId": task_id})),
+                       ("s", res(99, {"content": [{"type": "text", "text": final}]}))]
+
+
+def test_a_different_number_of_polls_and_fresh_task_ids_are_not_differences() -> None:
+    old = stdio_cassette(*handshake("2025-11-25"), *polled_task("a1f3", ["working", "working", "working", "completed"]))
+    new = stdio_cassette(*handshake("2025-11-25"), *polled_task("77c0", ["working", "completed"]))
+    assert diff_cassettes(old, new).same
+    # what the polls end on, and the task's result, still are
+    failed = stdio_cassette(*handshake("2025-11-25"), *polled_task("77c0", ["working", "failed"], final="boom"))
+    report = diff_cassettes(old, failed)
+    assert [(change.subject, [delta.path for delta in change.deltas]) for change in report.changes] == [
+        ("tasks/get", ["/outcome/result/status"]), ("tasks/result", ["/outcome/result/content/0/text"])]
+
+
 def test_ignored_paths_take_out_what_a_test_declares_volatile() -> None:
     old = stdio_cassette(*handshake(), *call(2, "dice", {}, "4"))
     new = stdio_cassette(*handshake(), *call(2, "dice", {}, "6"))
@@ -222,3 +244,18 @@ def test_transport_facts_of_a_cassette_shifted_in_time_are_unchanged() -> None:
     shifted = Cassette(replace(cassette.header, created="2030-01-01T00:00:00+00:00"),
                        [replace(frame, t=frame.t + 100) for frame in cassette.frames])
     assert diff_cassettes(cassette, shifted).same
+
+
+def test_the_servers_polls_of_a_task_the_client_runs_fold_into_the_last() -> None:
+    def session(task_id: str, states: list[str]) -> Cassette:
+        messages: list[tuple[str, Any]] = [
+            ("c", req(2, "tools/call", {"name": "sample-async", "arguments": {}})),
+            ("s", req(0, "sampling/createMessage", {"task": {"ttl": 1000}, "messages": []})),
+            ("c", res(0, {"task": {"taskId": task_id, "status": "working"}}))]
+        for number, state in enumerate(states, start=1):
+            messages += [("s", req(number, "tasks/get", {"taskId": task_id})), ("c", res(number, {"taskId": task_id, "status": state}))]
+        return stdio_cassette(*handshake("2025-11-25"), *messages, ("s", res(2, {"content": []})))
+
+    assert diff_cassettes(session("c-1", ["working", "working", "completed"]), session("c-2", ["completed"])).same
+    report = diff_cassettes(session("c-1", ["working", "completed"]), session("c-2", ["failed"]))
+    assert [delta.path for change in report.changes for delta in change.deltas] == ["/asks/1/answer/status"]

@@ -180,6 +180,41 @@ def test_shape_uses_the_sdk_types_of_the_negotiated_version() -> None:
                                                   ("shape", "elicitation/create result: not part of protocol version 2024-11-05")]
 
 
+def task(state: str, task_id: str = "t-1") -> dict[str, Any]:
+    return {"taskId": task_id, "status": state, "createdAt": "2026-01-01T00:00:00Z",
+            "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 1000}
+
+
+def test_task_states() -> None:
+    call = req(2, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 60000}})
+    forward = [("c", call), ("s", res(2, {"task": task("working")})),
+               ("c", req(3, "tasks/get", {"taskId": "t-1"})), ("s", res(3, task("input_required"))),
+               ("s", note("notifications/tasks/status", task("working"))),
+               ("c", req(4, "tasks/get", {"taskId": "t-1"})), ("s", res(4, task("completed")))]
+    assert rules(stdio_cassette(*handshake("2025-11-25"), *forward)) == []
+    back = forward + [("c", req(5, "tasks/get", {"taskId": "t-1"})), ("s", res(5, task("working")))]
+    found = lint(stdio_cassette(*handshake("2025-11-25"), *back))
+    assert [(f.seq, f.rule, f.message) for f in found] == [(12, "task-states", 'task "t-1" is "working" after it was completed')]
+    # another task's state, or the other side's task with the same id, is not this one's
+    other = forward + [("c", req(5, "tasks/get", {"taskId": "t-2"})), ("s", res(5, task("working", "t-2"))),
+                       ("s", req(0, "tasks/get", {"taskId": "t-1"})), ("c", res(0, task("working")))]
+    assert rules(stdio_cassette(*handshake("2025-11-25"), *other)) == []
+
+
+def test_task_messages_are_shaped_by_the_2025_11_25_schema() -> None:
+    call = req(2, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 60000}})
+    good = [("c", call), ("s", res(2, {"task": task("working")})),
+            ("c", req(3, "tasks/get", {"taskId": "t-1"})), ("s", res(3, task("completed"))),
+            ("s", note("notifications/tasks/status", task("completed"))),
+            ("c", req(4, "tasks/result", {"taskId": "t-1"})), ("s", res(4, {"content": []}))]
+    assert rules(stdio_cassette(*handshake("2025-11-25"), *good)) == []
+    bad = [("c", call), ("s", res(2, {"content": []})),  # a task-augmented call answered without a task
+           ("c", req(3, "tasks/get", {})), ("s", res(3, {"taskId": "t-1", "status": "sleeping"}))]
+    assert rules(stdio_cassette(*handshake("2025-11-25"), *bad)) == [(5, "shape"), (6, "shape"), (7, "shape")]
+    old = stdio_cassette(*handshake("2025-06-18"), ("c", req(3, "tasks/get", {"taskId": "t-1"})))
+    assert [f.message for f in lint(old)] == ["tasks/get request: not part of protocol version 2025-06-18"]
+
+
 def test_every_rule_is_described_and_tested() -> None:
     tested = {name.removeprefix("test_").replace("_", "-") for name in globals() if name.startswith("test_")}
     assert set(RULES) - {"shape"} <= tested

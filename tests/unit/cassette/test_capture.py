@@ -59,3 +59,9 @@ def test_a_capture_adds_nothing_after_a_normal_exit_or_when_no_server_ran() -> N
     assert cassette.frames[-1].info == {"code": 0, "signal": None}
     assert cassette.warnings == []
     assert loads(_capture()).frames == []
+
+
+def test_captured_times_are_kept_to_the_millisecond() -> None:
+    content = _capture(_chunk(0.0123456, Stream.CLIENT_STDIN, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'),
+                       msgpack.packb(exit_record(0.0456789, 0, None)))
+    assert [frame.t for frame in loads(content).frames] == [0.012, 0.046]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tapes.cassette.redact import RedactionRuleError, RedactionRules, Redactor
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.redact import VOLATILE, RedactionRuleError, RedactionRules, Redactor
 
 
 def test_default_rules_redact_credentials_and_keep_protocol_headers() -> None:
@@ -127,3 +128,29 @@ def test_no_redaction_keeps_queries_and_userinfo() -> None:
 def test_query_rules_are_named_in_the_header() -> None:
     names = RedactionRules.default().names()
     assert any(name.startswith("query~secret-like(") for name in names) and "url:userinfo" in names
+
+
+def test_volatile_headers_get_one_fixed_placeholder_and_are_named_in_the_header() -> None:
+    redactor = Redactor(RedactionRules.default())
+    fields = [("Date", "Mon, 23 Nov 2026 10:00:00 GMT"), ("X-Request-Id", "7f3a"), ("Content-Type", "application/json")]
+    assert redactor.headers(fields) == [["Date", VOLATILE], ["X-Request-Id", VOLATILE],
+                                        ["Content-Type", "application/json"]]
+    assert redactor.headers([("date", "Mon, 23 Nov 2026 10:00:01 GMT")]) == [["date", VOLATILE]]  # not numbered
+    assert any(name.startswith("header~volatile(") and "date" in name for name in RedactionRules.default().names())
+    assert Redactor(RedactionRules.none()).headers(fields[:1]) == [["Date", "Mon, 23 Nov 2026 10:00:00 GMT"]]
+
+
+def test_frames_get_their_messages_json_paths_redacted_and_lose_their_verbatim_bytes() -> None:
+    rules = RedactionRules.default(["X-Tenant"], ["params.arguments.token", "params.arguments.token"])
+    assert rules.json_paths == (("params", "arguments", "token"),)  # a rule given twice counts once
+    stdio = rules.for_messages()
+    assert stdio.names() == ("json:params.arguments.token",)  # no headers, queries or URLs on stdio
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"token": "s3cret"}}}
+    frames = [
+        Frame(1, 0.0, Direction.CLIENT_TO_SERVER, STDIO, Kind.MESSAGE, request, b'{"jsonrpc": "2.0", "token": "s3cret"}'),
+        Frame(2, 0.1, Direction.SERVER_TO_CLIENT, STDIO, Kind.STDERR, data=b"log"),
+    ]
+    redacted = Redactor(stdio).frames(frames)
+    assert redacted[0].message["params"]["arguments"]["token"] == "<redacted:1>" and redacted[0].data is None
+    assert redacted[1] == frames[1]
+    assert request["params"]["arguments"]["token"] == "s3cret"

@@ -147,3 +147,20 @@ def test_a_comparison_highlights_the_differences_on_both_sides() -> None:
     assert rows_by_seq(new)[3]["notes"] == ["same"]
     assert "notes" not in rows_by_seq(new)[4]
     assert model["differences"][0] == {"note": "tools/call echo removed", "severity": "breaking", "a": [17, 18], "b": []}
+
+
+def test_a_tasks_polls_status_and_result_are_tied_to_the_request_that_created_it() -> None:
+    rows = rows_by_seq(model_of(render_page(load(CASSETTES / "everything-tasks-stdio-2025-11-25.tape"), "x"))["sides"][0])
+    polls = [seq for seq, row in rows.items() if "tasks/get" in row["what"]]
+    assert ("poll", f"polled ×{len(polls)}", polls[0]) in marks(rows[5])  # tools/call, answered with the task
+    assert [marks(rows[seq]) for seq in polls[:2]] == [[("poll", "poll 1 of task", 5)], [("poll", "poll 2 of task", 5)]]
+    assert ("poll", "result of task", 5) in marks(rows[29]) and ("poll", "status of task", 5) in marks(rows[7])
+
+
+def test_a_subscriptions_events_and_its_close_are_tied_to_its_listen_request() -> None:
+    rows = rows_by_seq(model_of(render_page(load(CASSETTES / "feed-stdio-2026-07-28.tape"), "x"))["sides"][0])
+    events = [seq for seq, row in rows.items() if ("of", 'on #"listen-1"', 3) in marks(row)]
+    assert events == [4, 6, 8, 12, 14]  # the acknowledgment, then two events per post
+    assert ("progress", "events ×5", 4) in marks(rows[3])
+    assert ("cancel", "server closed", 3) in marks(rows[16])  # the listen's result: the server's close
+    assert ("cancel", '✕ cancels #"listen-2"', 18) in marks(rows[21])  # the client's close of the second

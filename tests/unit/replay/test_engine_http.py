@@ -118,3 +118,16 @@ def test_sessions_are_split_by_session_id_and_legacy_endpoint() -> None:
     other.add(C, 10, Kind.MESSAGE, req(1, "ping"))
     sessions = split_sessions(frames + other.frames)
     assert [(s.session_id, len(s.frames)) for s in sessions] == [("s1", len(frames)), ("abc", 5)]
+
+
+def test_a_stream_the_recorded_client_closed_is_held_open_only_if_it_left_a_request_unanswered() -> None:
+    r = Recording()
+    r.post(1, req(1, "tools/call", {"name": "slow"}), session="s")
+    r.head(1, 200)
+    r.add(S, 1, Kind.STREAM_END, reason="client_disconnect")  # before the answer: a cancellation
+    r.post(2, req(2, "prompts/get", {"name": "p"}), session="s")
+    r.head(2, 200)
+    r.event(2, "e2", res(2, "ok"))
+    r.add(S, 2, Kind.STREAM_END, reason="client_disconnect")  # after it: the client tearing down
+    engine = ReplayEngine(r.frames)
+    assert engine.held_open("http:1") and not engine.held_open("http:2")

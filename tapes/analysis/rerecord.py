@@ -1,0 +1,34 @@
+"""Quiet re-records: a new recording that behaves as the cassette it would replace leaves that
+cassette byte for byte as it was, so a re-record (the plugin's `all` and `rewrite` modes, `tapes
+replay --record-mode all`) shows up in review only when something changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tapes.analysis.diff import diff_cassettes
+from tapes.cassette.store import Cassette, load
+from tapes.errors import UserError
+
+
+def same_recording(old: Cassette, new: Cassette) -> bool:
+    """Whether `new` tells nothing `old` does not: the same transport, server and redaction rules
+    (a rule added since must reach the file), and the same behaviour as `tapes diff` judges it."""
+    facts = lambda header: (header.transport, header.server, header.redaction)  # noqa: E731
+    return facts(old.header) == facts(new.header) and diff_cassettes(old, new).same
+
+
+def settle(recording: Path, cassette: Path) -> bool:
+    """Put the new `recording` in place of `cassette`, unless the cassette already holds the same
+    (then the recording is deleted and the cassette left untouched); whether it was replaced. A
+    cassette that cannot be read is replaced."""
+    try:
+        unchanged = cassette.exists() and same_recording(load(cassette), load(recording))
+    except UserError:
+        unchanged = False
+    if unchanged:
+        recording.unlink()
+        return False
+    os.replace(recording, cassette)
+    return True

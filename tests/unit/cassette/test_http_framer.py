@@ -1,0 +1,17 @@
+"""tapes.cassette.http_framer: what a re-record leaves alone (times in ms, volatile headers)."""
+
+from __future__ import annotations
+
+from tapes.cassette.http_framer import HttpFramer
+from tapes.cassette.redact import VOLATILE, RedactionRules, Redactor
+
+
+def test_heads_keep_times_to_the_millisecond_and_volatile_headers_as_one_placeholder() -> None:
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    request = framer.request(0.1234567, 1, "POST", "/mcp", [("Content-Type", "application/json")],
+                             b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    response = framer.response(0.2345678, 1, 200, [("Date", "Mon, 23 Nov 2026 10:00:00 GMT"),
+                                                   ("Content-Type", "application/json")],
+                               b'{"jsonrpc":"2.0","id":1,"result":{}}')
+    assert [frame.t for frame in request + response] == [0.123, 0.123, 0.235, 0.235]
+    assert response[0].info["headers"] == [["Date", VOLATILE], ["Content-Type", "application/json"]]
