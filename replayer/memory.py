@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp import types
 from mcp.client._transport import TransportStreams
 from mcp.shared.memory import create_client_server_memory_streams
@@ -27,7 +28,7 @@ from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
-from tapes.replay.outcomes import Reception
+from tapes.replay.outcomes import Action, Reception
 from tapes.replay.session import ReplaySession
 
 
@@ -43,6 +44,7 @@ class ReplayTransport:
         self.session = ReplaySession(cassette.frames, self.control)
         self._report_path = report_path
         self._stack: AsyncExitStack | None = None
+        self._tasks: TaskGroup | None = None  # where held answers wait (a delay fault)
 
     async def __aenter__(self) -> TransportStreams:
         self._stack = AsyncExitStack()
@@ -61,6 +63,7 @@ class ReplayTransport:
     async def _serve(self) -> AsyncIterator[TransportStreams]:
         async with create_client_server_memory_streams() as (client_streams, (from_client, to_client)):
             async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
                 tasks.start_soon(self._pump, from_client, to_client)
                 try:
                     yield client_streams
@@ -83,19 +86,35 @@ class ReplayTransport:
         for reply in reception.replies:
             await to_client.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(reply.message)))
         for action in reception.actions:
-            if delay := self.control.delay(action.gap) + action.hold:
+            if delay := self.control.delay(action.gap):
                 await anyio.sleep(delay)
-            frame = action.frame
-            if frame.kind is Kind.MESSAGE:
-                try:
-                    parsed = types.jsonrpc_message_adapter.validate_json(action.payload, by_name=False)
-                except ValueError as error:  # a malformed fault, or a recorded line that is no message
-                    await to_client.send(error)
-                    continue
-                await to_client.send(SessionMessage(parsed))
-            elif frame.kind is Kind.RAW:
-                await to_client.send(ValueError(f"the recorded server wrote a line that is not JSON-RPC: {action.payload[:80]!r}"))
-            elif frame.kind in (Kind.STREAM_END, Kind.EXIT):
-                await to_client.aclose()
+            if action.hold:  # a delay fault: this answer goes later, the rest of the session does not wait
+                assert self._tasks is not None
+                self._tasks.start_soon(self._carry_out_later, action, to_client)
+            elif not await self._carry_out(action, to_client):
                 return False
+        return True
+
+    async def _carry_out_later(self, action: Action, to_client: Any) -> None:
+        await anyio.sleep(action.hold)
+        try:
+            await self._carry_out(action, to_client)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the session ended meanwhile (the recorded server's exit, or the client went away)
+
+    async def _carry_out(self, action: Action, to_client: Any) -> bool:
+        """Send one released frame; False once the recorded server has closed its side."""
+        frame = action.frame
+        if frame.kind is Kind.MESSAGE:
+            try:
+                parsed = types.jsonrpc_message_adapter.validate_json(action.payload, by_name=False)
+            except ValueError as error:  # a malformed fault, or a recorded line that is no message
+                await to_client.send(error)
+                return True
+            await to_client.send(SessionMessage(parsed))
+        elif frame.kind is Kind.RAW:
+            await to_client.send(ValueError(f"the recorded server wrote a line that is not JSON-RPC: {action.payload[:80]!r}"))
+        elif frame.kind in (Kind.STREAM_END, Kind.EXIT):
+            await to_client.aclose()
+            return False
         return True

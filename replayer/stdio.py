@@ -31,7 +31,7 @@ from tapes.replay.episodes import (
     episode_frames,
     splice,
 )
-from tapes.replay.outcomes import Reception
+from tapes.replay.outcomes import Action, Reception
 from tapes.replay.session import ReplaySession, summary
 from tapes.wire.jsonrpc import LineSplitter
 
@@ -51,14 +51,37 @@ class _Server:
         self.control = control
         self.stdout_open = True
         self.exit_status: int | None = None  # set once the recorded server's exit is replayed
+        self._lock = threading.RLock()  # a held answer is written from its timer's thread
+        self._held: list[threading.Timer] = []
 
     def perform(self, reception: Reception) -> None:
         for reply in reception.replies:
             self._stdout(reply.payload + b"\n")
         for action in reception.actions:
-            if delay := self.control.delay(action.gap) + action.hold:
+            if delay := self.control.delay(action.gap):
                 time.sleep(delay)
-            frame = action.frame
+            if action.hold:  # a delay fault: this answer goes later, the rest of the session does not wait
+                timer = threading.Timer(action.hold, self._carry_out, [action])
+                timer.start()
+                self._held.append(timer)
+                continue
+            if action.frame.kind is Kind.STREAM_END and (action.frame.info or {}).get("reason") != "upstream_error":
+                self.finish()  # the recorded server closes stdout after the answers held back (a drop does not wait)
+            self._carry_out(action)
+
+    def drop_held(self) -> None:
+        """Told to stop: the answers still held never go out."""
+        for timer in self._held:
+            timer.cancel()
+
+    def finish(self) -> None:
+        """Let the answers still held go out."""
+        for timer in self._held:
+            timer.join()
+
+    def _carry_out(self, action: Action) -> None:
+        frame = action.frame
+        with self._lock:
             if frame.kind in (Kind.MESSAGE, Kind.RAW):
                 self._stdout(action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STDERR:
@@ -72,12 +95,13 @@ class _Server:
                 self.exit_status = 128 + sig if sig else (code or 0)
 
     def _stdout(self, data: bytes) -> None:
-        if not self.stdout_open:
-            return
-        try:
-            _write_all(STDOUT, data)
-        except BrokenPipeError:  # the client stopped reading; keep consuming its input
-            self.stdout_open = False
+        with self._lock:
+            if not self.stdout_open:
+                return
+            try:
+                _write_all(STDOUT, data)
+            except BrokenPipeError:  # the client stopped reading; keep consuming its input
+                self.stdout_open = False
 
 
 class _Episode:
@@ -232,6 +256,8 @@ def replay_stdio(
                     break
     except _Terminated:
         server.exit_status = 128 + signal.SIGTERM
+        server.drop_held()
+    server.finish()
     if episode is not None:
         server.exit_status = episode.finish()
         assert new_episodes is not None

@@ -174,6 +174,8 @@ def _redaction_rules(config: Any, headers: tuple[str, ...] = (), paths: tuple[st
 @click.option("--fault", "faults", multiple=True, metavar="TARGET:ACTION[:ARGS]",
               help="In place of a request's recorded answer: error:CODE:MESSAGE, delay:SECONDS, hang, malformed or "
               "drop; TARGET is METHOD[@NAME][#N] (e.g. 'tools/call@get_forecast#2:error:-32000:rate limited').")
+@click.option("--dry-run", is_flag=True, help="Serve nothing: list the recorded request each --fault would take if "
+              "the client repeated the recorded session (exit 1 if one would never fire).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the summary as JSON.")
 @click.option("--new-episodes", is_flag=True, help="On the first miss, hand the session to the real server "
               "(-- COMMAND, or --upstream URL with --http) and add what it says to the cassette.")
@@ -207,6 +209,7 @@ def replay(
     polls: str | None,
     timing: str | None,
     faults: tuple[str, ...],
+    dry_run: bool,
     report_path: Path | None,
     new_episodes: bool,
     upstream: str | None,
@@ -238,6 +241,8 @@ def replay(
     settings["ignore"] = (*settings["ignore"], *ignore)
     settings["faults"] = (*settings["faults"], *faults)
     control = ReplayControl.build(**settings, before_record=before_record or config.before_record)
+    if dry_run:
+        _fault_dry_run(cassette, control.faults)
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
@@ -292,6 +297,20 @@ def replay(
     if upstream:
         options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
     sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
+
+
+def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:
+    from tapes.cassette.store import load
+    from tapes.replay.faults import dry_run
+
+    if not faults:
+        raise UserError("--dry-run lists where faults would fire: give at least one --fault (or faults in [tool.tapes])")
+    hits = dry_run(faults, load(cassette).frames)
+    several = len({hit.session for hit in hits if hit.request}) > 1  # name the session only if it tells them apart
+    for hit in hits:
+        where = f"session {hit.session}: " if several else ""
+        click.echo(f"{where}{hit.spec} -> {hit.request or 'no recorded request: it would never fire'}")
+    sys.exit(int(any(hit.request is None for hit in hits)))
 
 
 def _record_in_place_of_replay(cassette: str, upstream: str | None, command: list[str], listen: str | None,

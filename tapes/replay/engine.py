@@ -128,6 +128,7 @@ class ReplayEngine:
         self._end = deque(index.ends)
         self._cancels = {interaction: deque(interaction.cancel_items) for interaction in index.interactions if interaction.cancel_items}
         self._resent: list[Action] = []  # Repeats.ALLOW: answers sent again, ahead of what is released
+        self._excused: set[Any] = set()  # live ids whose unrecorded cancel is no miss (excuse_cancel)
         self._played: dict[Hashable, list[Interaction]] = defaultdict(list)
         self._next_in_order = 0  # Repeats.STRICT: index of the next recorded request
         self._dependents: dict[ItemKey, list[ServerItem]] = defaultdict(list)
@@ -239,9 +240,15 @@ class ReplayEngine:
             if interaction.withheld:
                 continue
             interaction.withheld = True
-            if self._race is Race.RECORDED and channel not in self._closed_by_client and not interaction.long_lived:
+            if self._race is Race.RECORDED and channel not in self._closed_by_client and not interaction.long_lived \
+                    and interaction.live_id not in self._excused:
                 self._miss(f"closing the stream of {interaction.request['method']} id {interaction.live_id!r}",
                            "the recording has no cancellation of it")
+
+    def excuse_cancel(self, live_id: Any) -> None:
+        """The live client may cancel this request though the recording does not (a fault holds or
+        breaks its answer): its cancel, or its stream's close, is then no miss."""
+        self._excused.add(live_id)
 
     def held_open(self, channel: str) -> bool:
         """Whether the recorded client closed this exchange's stream before the server answered
@@ -310,7 +317,7 @@ class ReplayEngine:
         elif item["method"] == "notifications/cancelled":
             live_id = params_of(item)["requestId"]
             interaction = self._by_live_id.get(live_id)
-            if interaction is not None and (self._race is Race.CANCEL_WINS or interaction.long_lived):
+            if interaction is not None and (self._race is Race.CANCEL_WINS or interaction.long_lived or live_id in self._excused):
                 interaction.withheld = True
                 if not interaction.cancel_items:  # unrecorded, but this policy (or a stream's end) is always honoured
                     return None, []

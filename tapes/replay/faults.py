@@ -14,18 +14,23 @@ matches, 1-based; the first by default). ACTION is one of:
     tools/call@get_forecast#2:error:-32000:rate limited
 
 `FaultPlan` counts the live requests each fault targets and says which answer to change; a fault
-that never fired is reported at the end (a warning, an error under fail_on_unused).
+that never fired is reported at the end (a warning, an error under fail_on_unused). `dry_run` says
+which recorded request each fault would take if the client made the recorded requests again.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tapes.cassette.frames import Frame, Kind
 from tapes.errors import UserError
+from tapes.replay.sessions import split_sessions
 from tapes.wire.eras import SUBJECT_PARAMS
+from tapes.wire.jsonrpc import MessageType, classify, items
 
 _SPEC = re.compile(r"^(?P<target>.+?):(?P<action>error|delay|hang|malformed|drop)(?::(?P<args>.*))?$", re.S)
 _TARGET = re.compile(r"^(?P<method>[^@#]+)(?:@(?P<name>.+?))?(?:#(?P<nth>\d+))?$", re.S)
@@ -105,7 +110,7 @@ class FaultPlan:
         return cls(tuple(Fault.parse(spec) for spec in specs))
 
     def for_request(self, request: dict[str, Any]) -> Fault | None:
-        """The fault that takes this live request's answer (counted as fired), if any."""
+        """The fault that takes this live request's answer, if any (it fires when that answer goes)."""
         chosen = None
         for index, fault in enumerate(self.faults):
             if not fault.targets(request):
@@ -113,8 +118,37 @@ class FaultPlan:
             self._seen[index] = self._seen.get(index, 0) + 1
             if chosen is None and self._seen[index] == fault.nth:
                 chosen = fault
-                self.fired.add(index)
         return chosen
+
+    def fire(self, fault: Fault) -> None:
+        """The fault changed an answer. (A fault whose request matched nothing recorded never fires:
+        that request got the replay's no-match error, not the fault.)"""
+        self.fired.add(next(index for index, planned in enumerate(self.faults) if planned is fault))
 
     def unfired(self) -> list[str]:
         return [fault.spec for index, fault in enumerate(self.faults) if index not in self.fired]
+
+
+@dataclass(frozen=True)
+class DryRunHit:
+    spec: str
+    session: str | None  # the recorded session's id, when the cassette holds several
+    request: str | None  # the recorded request whose answer the fault would take; None: it would never fire
+
+
+def dry_run(specs: Sequence[str], frames: Sequence[Frame]) -> list[DryRunHit]:
+    """Where each fault would fire if the live client made the recorded requests in the recorded
+    order: in each recorded session where it fires (a replayed session counts its requests afresh),
+    the request whose answer it would take; or one hit with no request, for a fault that never would."""
+    taken: list[list[DryRunHit]] = [[] for _ in specs]
+    for session in split_sessions(frames):
+        plan = FaultPlan.parse(specs)
+        position = {id(fault): index for index, fault in enumerate(plan.faults)}
+        for frame in session.frames:
+            if not frame.from_client or frame.kind is not Kind.MESSAGE or frame.message is None:
+                continue
+            for item in items(frame.message):
+                if classify(item) is MessageType.REQUEST and (fault := plan.for_request(item)) is not None:
+                    request = f"{item['method']} #{item['id']} (frame {frame.seq})"
+                    taken[position[id(fault)]].append(DryRunHit(fault.spec, session.session_id, request))
+    return [hit for spec, hits in zip(specs, taken, strict=True) for hit in hits or [DryRunHit(spec, None, None)]]

@@ -14,8 +14,9 @@ What a server frame waits for (`ServerItem.deps`):
   next POST before this one is answered);
 - on HTTP, what a GET stream (the standalone one, or the legacy SSE stream) carries that is tied
   to no request, its end included: that stream's opening and the last JSON-RPC message the
-  client had sent before it, so it goes out once the live client has the stream open and has
-  said what may have caused it (the stream's head waits for its opening only);
+  client had sent before it (for its end, or a later DELETE), so it goes out once the live client
+  has the stream open and has said what may have caused it (the stream's head waits for its
+  opening only);
 - on stdio, a frame tied to no request: the last client item recorded before it.
 A cancel of the request a frame answers is kept apart (`cancel_deps`): whether the response waits
 for it is the race policy's call.
@@ -145,6 +146,7 @@ class _Walk:
         self.pending: list[Interaction] = []  # open interactions, oldest first
         self.last_client_item: ItemKey | None = None
         self.last_message_item: ItemKey | None = None  # ... of those, the last JSON-RPC item
+        self.last_session_item: ItemKey | None = None  # ... the last JSON-RPC item or DELETE (ends a session's streams)
         self.streams: set[str] = set()  # HTTP channels opened by a GET (the standalone or legacy SSE stream)
 
     def walk(self, frames: Sequence[Frame]) -> None:
@@ -156,7 +158,9 @@ class _Walk:
                 if keys:
                     self.last_client_item = keys[-1]
                     if frame.kind is Kind.MESSAGE:
-                        self.last_message_item = keys[-1]
+                        self.last_message_item = self.last_session_item = keys[-1]
+                    elif (frame.info or {}).get("method") == "DELETE":
+                        self.last_session_item = keys[-1]
                     if frame.channel != STDIO:
                         self.index.channel_items[frame.channel] += keys
             else:
@@ -251,11 +255,13 @@ class _Walk:
             for interaction in exchange:
                 deps.update(interaction.client_items)
                 cancel_deps.update(interaction.cancel_items)
+            cause = self.last_session_item if frame.kind is Kind.STREAM_END else self.last_message_item
             if frame.channel in self.streams and frame.kind is not Kind.HTTP_RESPONSE and None in owners \
-                    and self.last_message_item is not None:
+                    and cause is not None:
                 # what a GET stream carries that is tied to no request (a notification, its end):
-                # also after the last message the client had sent, which may be what caused it
-                deps.add(self.last_message_item)
+                # also after the last message the client had sent, which may be what caused it; its
+                # end after a DELETE that came later (else a client still busy reopens the stream)
+                deps.add(cause)
         server_item = ServerItem(frame, owners, payload, deps, cancel_deps)
         index.server_items.append(server_item)
         for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():

@@ -36,7 +36,7 @@ class ReplaySession:
         self._scrub = control.scrub
         self._faults = FaultPlan.parse(control.faults)
         self._faulted: dict[Any, Fault] = {}  # live request id -> the fault that takes its answer
-        self._hung: set[str] = set()  # HTTP channels a hang fault holds: nothing more goes out on them
+        self._silenced: set[str] = set()  # channels a hang (HTTP) or drop fault took: nothing more goes out on them
         self.may_hand_over = may_hand_over
         # With new episodes, what a warm-up needs: the live messages so far (with their HTTP
         # headers, none on stdio) and the JSON-RPC messages the replay sent meanwhile.
@@ -58,7 +58,10 @@ class ReplaySession:
             for item in items(incoming.message) if incoming.message is not None else ():
                 if classify(item) is MessageType.REQUEST and (fault := self._faults.for_request(item)) is not None:
                     self._faulted[item["id"]] = fault
+                    self.engine.excuse_cancel(item["id"])  # a client that gives up on the answer cancels it
         reception = self.engine.receive(payload, incoming)
+        for reply in reception.replies:  # a request that matched nothing got its error, not a fault
+            self._faulted.pop(reply.message.get("id"), None)
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
         return self._noted(reception)
@@ -94,26 +97,27 @@ class ReplaySession:
         return self.engine.played_frames or set()
 
     def _noted(self, reception: Reception) -> Reception:
-        if self._faulted or self._hung:
+        if self._faulted or self._silenced:
             reception = dataclasses.replace(reception, actions=self._with_faults(reception.actions))
         if self.may_hand_over:
             self.replayed += [reply.payload for reply in reception.replies]
             self.replayed += [action.payload for action in reception.actions if action.frame.message is not None]
         return reception
 
-
     def _with_faults(self, actions: list[Action]) -> list[Action]:
         """The released actions with each faulted request's answer changed as its fault says."""
         out: list[Action] = []
         for action in actions:
             frame = action.frame
-            if frame.channel in self._hung:
+            if frame.channel in self._silenced:
                 continue
             answered = _answered_id(action)
             fault = self._faulted.pop(answered, None) if answered is not _NO_ID else None
             if fault is None:
                 out.append(action)
-            elif fault.action is FaultAction.ERROR:
+                continue
+            self._faults.fire(fault)
+            if fault.action is FaultAction.ERROR:
                 error = {"jsonrpc": "2.0", "id": answered, "error": {"code": fault.code, "message": fault.message}}
                 out.append(dataclasses.replace(action, frame=dataclasses.replace(frame, message=error, data=None),
                                                payload=encode(error)))
@@ -123,11 +127,12 @@ class ReplaySession:
                 out.append(dataclasses.replace(action, payload=MALFORMED))
             elif fault.action is FaultAction.HANG:
                 if frame.channel != STDIO:
-                    self._hung.add(frame.channel)  # its stream stays open, with nothing more on it
-            else:  # DROP: the connection goes where the answer would have gone
+                    self._silenced.add(frame.channel)  # its stream stays open, with nothing more on it
+            else:  # DROP: the connection goes where the answer would have gone, and nothing after it
                 cut = Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.STREAM_END,
                             info={"reason": "upstream_error", "detail": f"fault {fault.spec}"})
                 out.append(Action(cut, b""))
+                self._silenced.add(frame.channel)
                 if frame.channel == STDIO:
                     out.append(Action(dataclasses.replace(cut, kind=Kind.EXIT, info={"code": 1, "signal": None}), b""))
         return out

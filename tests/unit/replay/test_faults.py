@@ -11,7 +11,7 @@ import pytest
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
-from tapes.replay.faults import MALFORMED, Fault, FaultAction
+from tapes.replay.faults import MALFORMED, Fault, FaultAction, dry_run
 from tapes.replay.session import ReplaySession
 
 
@@ -85,3 +85,50 @@ def test_a_fault_that_never_fired_is_in_the_summary() -> None:
     sent(replay, call(1, "forecast"))
     assert replay.report.unfired_faults == ["prompts/get:hang", "tools/call#9:drop"]
     assert "fault never fired: prompts/get:hang" in replay.report.lines()
+
+
+def test_a_client_cancelling_the_request_a_fault_holds_is_no_miss() -> None:
+    replay = session("tools/call@other:hang")
+    assert sent(replay, call(3, "other")) == []
+    assert sent(replay, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}) == []
+    assert replay.report.clean and replay.report.unfired_faults == []
+
+
+def test_nothing_goes_out_after_a_drop() -> None:
+    replay = session("tools/call#1:drop")
+    sent(replay, call(1, "forecast"))
+    assert sent(replay, call(2, "forecast")) == []
+
+
+def test_a_fault_whose_request_matched_nothing_never_fired() -> None:
+    replay = session("tools/call@missing:error:-32000:x")
+    reception = replay.receive(json.dumps(call(1, "missing")).encode())
+    assert reception.missed and "no recorded request matches" in reception.replies[0].payload.decode()
+    assert replay.report.unfired_faults == ["tools/call@missing:error:-32000:x"]
+
+
+def test_a_dry_run_names_the_recorded_request_each_fault_would_take() -> None:
+    hits = dry_run(["tools/call@forecast#2:error:-32000:x", "tools/call@forecast#2:hang", "prompts/get:drop"], RECORDING)
+    assert [(hit.spec, hit.request) for hit in hits] == [
+        ("tools/call@forecast#2:error:-32000:x", "tools/call #2 (frame 3)"),
+        ("tools/call@forecast#2:hang", None),  # an answer takes one fault, the first given, as in a replay
+        ("prompts/get:drop", None),
+    ]
+
+
+def test_a_dry_run_counts_each_recorded_session_afresh() -> None:
+    def session(channel: int, name: str) -> list[Frame]:
+        head = {"method": "POST", "path": "/mcp", "headers": [["Mcp-Session-Id", name]]}
+        return [Frame(channel * 10, 0.0, Direction.CLIENT_TO_SERVER, f"http:{channel}", Kind.HTTP_REQUEST, info=head),
+                Frame(channel * 10 + 1, 0.0, Direction.CLIENT_TO_SERVER, f"http:{channel}", Kind.MESSAGE, call(channel, "x"))]
+
+    hits = dry_run(["tools/call#1:hang"], [*session(1, "a"), *session(2, "b")])
+    assert [(hit.session, hit.request) for hit in hits] == [("a", "tools/call #1 (frame 11)"), ("b", "tools/call #2 (frame 21)")]
+
+
+def test_a_fault_spent_on_a_request_that_matched_nothing_leaves_the_next_answer_alone() -> None:
+    replay = session("tools/call:error:-32000:x")
+    replay.receive(json.dumps(call(5, "missing")).encode())  # the first tools/call: no recorded match
+    # a client that numbers per connection may use the id again (stdio: a new session on a reused replay)
+    assert json.loads(sent(replay, call(5, "forecast"))[0][1]) == answer(5, "sunny")
+    assert replay.report.unfired_faults == ["tools/call:error:-32000:x"]
