@@ -48,12 +48,19 @@ def main() -> None:
         anyio.run(flow, [*TAPES, "record", "-o", str(path), "--", *server])
         paths.append(path)
     for path in paths:
-        cassette = load(path)
+        commit(path)
+
+
+def commit(path: Path) -> None:
+    """Make a fresh recording fit to commit: its server command as a reader would type it, and its
+    JSON Lines twin beside it."""
+    cassette = load(path)
+    if "command" in cassette.header.server:
         command = _relative(cassette.header.server["command"])
         cassette = Cassette(replace(cassette.header, server={"command": command}), cassette.frames)
-        save(cassette, path)
-        save(cassette, path.with_suffix(".jsonl"), jsonl=True)
-        print(f"{path.relative_to(ROOT)}: {len(cassette.frames)} frames, protocol {cassette.protocol_version}")
+    save(cassette, path)
+    save(cassette, path.with_suffix(".jsonl"), jsonl=True)
+    print(f"{path.relative_to(ROOT)}: {len(cassette.frames)} frames, protocol {cassette.protocol_version}")
 
 
 if __name__ == "__main__":

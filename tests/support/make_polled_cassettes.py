@@ -21,18 +21,18 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 
-from tapes.cassette.store import Cassette, load, save
+from tapes.cassette.store import Cassette, save
 
 from tests.support.flows import feed_flow, sse_polling_flow
 from tests.support.http_peers import Recorder, start_everything, start_feed, start_resumable
+from tests.support.make_cassettes import commit
 from tests.support.make_http_cassettes import STABLE_URL, stable_host
-from tests.support.paths import CASSETTES, EVERYTHING_JS, FEED_SERVER, ROOT, TAPES
+from tests.support.paths import CASSETTES, EVERYTHING_JS, FEED_SERVER, TAPES
 from tests.support.processes import Process
 from tests.support.task_peers import run_client_task_client, run_task_client
 
@@ -103,15 +103,7 @@ def _record_http(path: Path, start: Callable[[], tuple[Process, str]], flow: Cal
 
 def main() -> None:
     for path in [record_tasks_stdio(), record_tasks_http(), *record_client_tasks(), record_feed_stdio(), record_feed_http(), record_sse_polling()]:
-        cassette = load(path)
-        if "command" in cassette.header.server:
-            command = [Path(part).name if part == sys.executable else
-                       str(Path(part).relative_to(ROOT)) if part.startswith(str(ROOT)) else part
-                       for part in cassette.header.server["command"]]
-            cassette = Cassette(replace(cassette.header, server={"command": command}), cassette.frames)
-        save(cassette, path)
-        save(cassette, path.with_suffix(".jsonl"), jsonl=True)
-        print(f"{path.relative_to(ROOT)}: {len(cassette.frames)} frames, protocol {cassette.protocol_version}")
+        commit(path)
 
 
 if __name__ == "__main__":
