@@ -261,10 +261,9 @@ def replay(
         if record_mode != "once" or not Path(cassette).exists():
             _record_in_place_of_replay(cassette, upstream if over_http else None, list(server_command), listen,
                                        before_record, rules)
-        real_server = None  # the cassette exists: replay it, the real server stays unused
-        upstream, server_command = None, ()
-    elif record_mode == "none":
-        # One command line for every mode (only TAPES_RECORD_MODE changes): the real server is not used
+    if record_mode in ("once", "all", "rewrite", "none"):
+        # the cassette answers; the real server (one command line for every mode: only
+        # TAPES_RECORD_MODE changes) stays unused
         real_server = None
         upstream, server_command = None, ()
     if new_episodes != bool(real_server) or (over_http and server_command):
