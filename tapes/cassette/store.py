@@ -699,18 +699,26 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
     count = 0
     channels: list[str] = []
     directions, kinds = DIRECTION_CODES, KIND_CODES
-    message_kind, stderr_kind = Kind.MESSAGE, Kind.STDERR
-    pad = [None, None, None]
+    message_kind, stderr_kind, raw_kind = Kind.MESSAGE, Kind.STDERR, Kind.RAW
     mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
     id_types, params_types = _ID_TYPES, _PARAMS_TYPES
     try:
         for _ in _fed(file, unpacker):
             for record in unpacker:
-                if type(record) is not list or not 5 <= len(record) <= 8:
+                size = len(record) if type(record) is list else 0
+                if size == 6:  # trailing empty fields are left out: most frames have 6 or 7
+                    seq, t, direction, channel, kind, message = record
+                    data = info = None
+                elif size == 7:
+                    seq, t, direction, channel, kind, message, data = record
+                    info = None
+                elif size == 8:
+                    seq, t, direction, channel, kind, message, data, info = record
+                elif size == 5:
+                    seq, t, direction, channel, kind = record
+                    message = data = info = None
+                else:
                     raise _BadFrame("it is not an array of 5 to 8 fields")
-                if len(record) < 8:
-                    record += pad[: 8 - len(record)]
-                seq, t, direction, channel, kind, message, data, info = record
                 if type(direction) is not int or type(kind) is not int or not 0 <= direction < 2 or not 0 <= kind < 8:
                     raise _BadFrame(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown")
                 direction, kind = directions[direction], kinds[kind]
@@ -721,13 +729,18 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
                 elif type(channel) is str:
                     channel = sys.intern(channel)
                     channels.append(channel)
-                # The common frames: a canonical request, notification or result; a stderr line.
-                if (
-                    type(seq) is int and type(t) is float and isfinite(t) and info is None
-                    and ((kind is message_kind and data is None and type(message) is dict and message.get("jsonrpc") == "2.0"
-                          and (type(message.get("method")) is str or ("id" in message and "result" in message))
-                          and type(message.get("id")) in id_types and type(message.get("params")) in params_types)
-                         or (kind is stderr_kind and message is None and type(data) is bytes))
+                else:
+                    raise _BadFrame("its channel is not a string")
+                # The common frames, a subset of what `frame_problem` accepts: a request, notification,
+                # result or error (verbatim bytes or not); a stderr or raw line.
+                if type(seq) is int and type(t) is float and isfinite(t) and info is None and (
+                    (kind is message_kind and (data is None or type(data) is bytes) and type(message) is dict
+                     and message.get("jsonrpc") == "2.0" and type(message.get("id")) in id_types
+                     and type(message.get("params")) in params_types
+                     and (type(message.get("method")) is str if "method" in message else "id" in message and (
+                         "result" in message or (type(error := message.get("error")) is dict
+                                                 and type(error.get("code")) is int and type(error.get("message")) is str))))
+                    or ((kind is stderr_kind or kind is raw_kind) and message is None and type(data) is bytes)
                 ):  # fmt: skip
                     frame = mutable(seq, t, direction, channel, kind, message, data, info)
                     frame.__class__ = frame_class
