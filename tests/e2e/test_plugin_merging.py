@@ -108,7 +108,7 @@ def test_forecast({fixture}):
     result = run(pytester, source, "--tape-record-mode=none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*cassettes/weather.tape: has an unusable header at byte 0 (it has no transport)",
-                                 "*Failed: *weather.tape*"])  # the test failed in one sentence, not by an exception
+                                 "ERROR *Failed: *"])  # the test failed in one sentence, not by an exception
     assert "During handling" not in result.stdout.str()
 
 
