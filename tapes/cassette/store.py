@@ -86,6 +86,8 @@ class Header:
         if version not in READABLE_VERSIONS:
             raise ValueError(f"format version {version!r:.20} is not supported (this reads {READABLE_VERSIONS[0]} to {FORMAT_VERSION})")
         for name, kind in (("transport", str), ("server", dict), ("created", str), ("tool", str)):
+            if name not in fields:
+                raise ValueError(f"it has no {name}")
             if not isinstance(fields[name], kind):
                 raise TypeError(f"its {name} is not a {'map' if kind is dict else 'string'}")
         redaction, labels = fields.get("redaction", []), fields.get("labels", {})
