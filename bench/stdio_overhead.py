@@ -3,10 +3,11 @@
 N request/response round trips, sequential, to two servers: a minimal Python echo server (the
 worst case: the server costs nothing, so the extra process hop is all there is to see) and the
 real server-everything answering `ping`; then M round trips of 1 MB messages each way to the
-echo server (a request whose params carry 1 MB, answered with them). Each server is driven directly, through a plain
-two-thread relay that records nothing (the cost of any pass-through process), and through
-`tapes record`, in the same run, rounds alternating so all see the same machine. Prints
-throughput ratios against direct and against the relay, and the added p50/p99 latency.
+echo server (a request whose params carry 1 MB, answered with them). Each server is driven
+directly, through a plain relay that records nothing (the recorder's pumps minus the recording:
+the cost of any pass-through process), and through `tapes record`, in the same run, rounds
+alternating so all see the same machine. Prints throughput ratios against direct and against the
+relay, and the added p50/p99 latency.
 
     python bench/stdio_overhead.py [--round-trips 20000] [--big-round-trips 300] [--rounds 3]
 """
@@ -39,17 +40,33 @@ for line in iter(read, b""):
     flush()
 """
 
-# What any pass-through process costs: two threads copying bytes, nothing recorded.
+# What any pass-through process costs: `tapes record`'s forward path minus the recording. The same
+# pipes widened to 1 MiB, the same reads into one reused 1 MiB buffer, the same three pumps (client
+# stdin and server stdout in threads, server stderr in the main thread).
 RELAY = r"""
-import os, subprocess, sys, threading
-server = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+import fcntl, os, subprocess, sys, threading
+CHUNK = 1 << 20
+server = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+for fd in (0, 1, server.stdin.fileno(), server.stdout.fileno()):
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, CHUNK)
+    except OSError:
+        pass
 def pump(source, sink, done):
-    while chunk := os.read(source, 1 << 16):
-        os.write(sink, chunk)
+    buffer = bytearray(CHUNK)
+    view, buffers = memoryview(buffer), [buffer]
+    while size := os.readv(source, buffers):
+        written = os.write(sink, view[:size])
+        while written < size:
+            written += os.write(sink, view[written:size])
     done()
 threading.Thread(target=pump, args=(0, server.stdin.fileno(), server.stdin.close), daemon=True).start()
-pump(server.stdout.fileno(), 1, lambda: None)
-sys.exit(server.wait())
+output = threading.Thread(target=pump, args=(server.stdout.fileno(), 1, lambda: None), daemon=True)
+output.start()
+pump(server.stderr.fileno(), 2, lambda: None)
+code = server.wait()
+output.join()
+sys.exit(code)
 """
 
 INITIALIZE = {

@@ -36,6 +36,7 @@ from tapes.cassette.store import Cassette, CassetteError, Header, load, recordin
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
+_JOIN_BELOW = 1 << 16  # chunk size up to which copying it next to its record head costs less than writev
 _SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -134,8 +135,17 @@ def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Cal
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
     forwarding = True
-    append, write = capture.append, os.write
-    while size := _read_into(source, buffer):
+    append, write, readv, buffers = capture.append, os.write, os.readv, [buffer]
+    while True:
+        try:  # inline, not a helper call: this loop runs once per chunk on the forward path
+            size = readv(source, buffers)
+        except BlockingIOError:  # a client may hand us a non-blocking descriptor
+            select.select([source], [], [])
+            continue
+        except OSError:  # a source that fails to read has ended too
+            break
+        if not size:
+            break
         chunk = view[:size]
         append(stream, chunk)
         if forwarding:
@@ -149,18 +159,6 @@ def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Cal
                 forwarding = False
     append(END + stream, b"")
     on_eof()
-
-
-def _read_into(fd: int, buffer: bytearray) -> int:
-    """How many bytes the next read put in `buffer`; 0 at end of stream (a source that fails to
-    read has ended too)."""
-    while True:
-        try:
-            return os.readv(fd, [buffer])
-        except BlockingIOError:  # a client may hand us a non-blocking descriptor
-            select.select([fd], [], [])
-        except OSError:
-            return 0
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -250,8 +248,11 @@ class _Capture:
         if self.failed:
             return
         size = len(payload)
+        head = chunk_head(time.monotonic() - self._start, code, size)
         try:
-            written = os.writev(self._fd, [chunk_head(time.monotonic() - self._start, code, size), payload])
+            # A small chunk joins its head in one buffer (cheaper than writev's list of two);
+            # a large one is not copied a second time.
+            written = os.write(self._fd, head + payload) if size < _JOIN_BELOW else os.writev(self._fd, [head, payload])
         except OSError as error:
             self._fail(error.strerror or str(error))
             return
