@@ -252,7 +252,10 @@ class _Capture:
         try:
             # A small chunk joins its head in one buffer (cheaper than writev's list of two);
             # a large one is not copied a second time.
-            written = os.write(self._fd, head + payload) if size < _JOIN_BELOW else os.writev(self._fd, [head, payload])
+            if size < _JOIN_BELOW:
+                written = os.write(self._fd, head + payload)
+            else:
+                written = os.writev(self._fd, [head, payload])
         except OSError as error:
             self._fail(error.strerror or str(error))
             return
