@@ -36,7 +36,7 @@ from tapes.cassette.store import Cassette, CassetteError, Header, load, recordin
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
-_JOIN_BELOW = 1 << 16  # chunk size up to which copying it next to its record head costs less than writev
+_JOIN_BELOW = 1 << 12  # below this size, copying a chunk next to its record head costs less than writev
 _SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
