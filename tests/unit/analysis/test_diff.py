@@ -174,12 +174,47 @@ def test_resource_not_found_and_subscriptions_fold_across_eras() -> None:
     new = stdio_cassette(*discover(),
                          ("c", modern(2, "resources/read", {"uri": "x://gone"})),
                          ("s", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, **not_found}}),
-                         ("c", modern(3, "subscriptions/listen", {"notifications": {"resourceSubscriptions": ["x://a"]}})))
+                         *listen(3, ["x://a"]))
     report = diff_cassettes(old, new)
     assert sections(report) == {("session", "protocol version")}
     forms = {equivalence.subject: equivalence.new_form for equivalence in report.equivalences}
     assert forms == {"handshake": ("server/discover",), "resources/read x://gone": ("resource-not-found error -32602",),
                      "resources/subscribe x://a": ("subscriptions/listen",)}
+
+
+def listen(listen_id: Any, uris: list[str], honored: list[str] | None = None) -> list[tuple[str, Any]]:
+    """A subscriptions/listen for `uris` and its acknowledgment (of `honored`, by default all)."""
+    stream = {"io.modelcontextprotocol/subscriptionId": listen_id}
+    return [("c", modern(listen_id, "subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})),
+            ("s", note("notifications/subscriptions/acknowledged",
+                       {"_meta": stream, "notifications": {"resourceSubscriptions": uris if honored is None else honored}}))]
+
+
+def updated(uri: str, listen_id: Any = None) -> tuple[str, Any]:
+    stream = {"_meta": {"io.modelcontextprotocol/subscriptionId": listen_id}} if listen_id is not None else {}
+    return "s", note("notifications/resources/updated", {**stream, "uri": uri})
+
+
+def test_leaving_a_listen_stream_is_unsubscribing_and_its_events_are_plain_notifications() -> None:
+    old = stdio_cassette(*handshake(), ("c", req(2, "resources/subscribe", {"uri": "x://a"})), ("s", res(2, {})),
+                         updated("x://a"), ("c", req(3, "resources/unsubscribe", {"uri": "x://a"})), ("s", res(3, {})))
+    new = stdio_cassette(*discover(), *listen("L", ["x://a"]), updated("x://a", "L"),
+                         ("c", note("notifications/cancelled", {"requestId": "L", "reason": "caller cancelled"})))
+    report = diff_cassettes(old, new)
+    assert sections(report) == {("session", "protocol version")}
+    forms = {equivalence.subject: (equivalence.old_form, equivalence.new_form) for equivalence in report.equivalences}
+    assert forms["resources/unsubscribe x://a"] == (("resources/unsubscribe",), ("subscriptions/listen closed by the client",))
+    # without the noise rules too: the stream an event names is a request id, which the fold sets aside
+    bare = diff_cassettes(old, new, noise=Noise(rules=()))
+    assert not [change for change in bare.changes if change.section == "notification"]
+
+
+def test_a_subscription_the_acknowledgment_leaves_out_was_refused() -> None:
+    old = stdio_cassette(*handshake(), ("c", req(2, "resources/subscribe", {"uri": "x://a"})), ("s", res(2, {})))
+    new = stdio_cassette(*discover(), *listen("L", ["x://a"], honored=[]))
+    report = diff_cassettes(old, new)
+    refused = [change for change in report.changes if change.section == "interaction"]
+    assert [(change.subject, change.severity) for change in refused] == [("resources/subscribe x://a", BREAKING)]
 
 
 def test_a_changed_sampling_answer_is_a_difference_even_across_eras() -> None:
