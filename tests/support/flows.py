@@ -19,12 +19,14 @@ Waits are event-driven and bounded: every flow runs under `anyio.fail_after(time
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+import warnings
 from typing import Any
 
 import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext, IncomingMessage
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 
 __all__ = [
@@ -383,12 +385,16 @@ async def feed_subscribe_flow(
     with anyio.fail_after(timeout):
         async with connect(server, mode="legacy", tap=tap, timeout=timeout) as client:
             out["session"] = _session_info(client)
-            await client.subscribe_resource("feed://latest")
+            with warnings.catch_warnings():  # deprecated at 2026-07-28; this flow speaks 2025-11-25
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource("feed://latest")
             for title in FEED_TITLES[: 1 if leave_early else None]:
                 out["posted"].append(_text(await client.call_tool("post", {"title": title})))
                 out["events"].append([await received.receive(), await received.receive()])
             if leave_early:
-                await client.unsubscribe_resource("feed://latest")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.unsubscribe_resource("feed://latest")
                 for title in FEED_TITLES[1:]:
                     out["posted"].append(_text(await client.call_tool("post", {"title": title})))
             out["posted"].append(_text(await client.call_tool("close_feeds", {})))

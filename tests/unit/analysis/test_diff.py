@@ -82,6 +82,38 @@ def test_same_flow_across_eras_differs_only_where_the_protocol_does(old: str, ne
         assert transport["client MCP headers"].new == ["mcp-method", "mcp-protocol-version", "mcp-session-id"]
 
 
+def updates_replaced(cassette: Cassette, first: Any) -> Cassette:
+    """The cassette with its first notifications/resources/updated replaced by `first` (None: dropped)."""
+    frames, done = [], False
+    for frame in cassette.frames:
+        if not done and isinstance(frame.message, dict) and frame.message.get("method") == "notifications/resources/updated":
+            done = True
+            if first is None:
+                continue
+            frame = replace(frame, message=first)
+        frames.append(frame)
+    assert done
+    return Cassette(cassette.header, frames)
+
+
+def test_the_feed_followed_through_resources_subscribe_and_subscriptions_listen_is_the_same_behaviour() -> None:
+    old, new = tape("feed-stdio-2025-11-25"), tape("feed-stdio-2026-07-28")
+    report = diff_cassettes(old, new)
+    assert sections(report) == {("session", "protocol version")}
+    forms = {equivalence.subject: equivalence.new_form for equivalence in report.equivalences}
+    assert forms == {"handshake": ("server/discover",), "resources/subscribe feed://latest": ("subscriptions/listen",)}
+
+    # the server updating another resource, or not at all, is a change
+    stream = {"io.modelcontextprotocol/subscriptionId": "listen-1"}
+    other = diff_cassettes(old, updates_replaced(new, note("notifications/resources/updated", {"_meta": stream, "uri": "feed://oldest"})))
+    assert {(change.section, change.kind, change.subject) for change in other.changes if change.section != "session"} == {
+        ("notification", "removed", "server notifications/resources/updated"),
+        ("notification", "added", "server notifications/resources/updated")}
+    missing = diff_cassettes(old, updates_replaced(new, None))
+    assert [(change.kind, change.subject, change.deltas[0].old) for change in missing.changes if change.section == "notification"] == [
+        ("removed", "server notifications/resources/updated", {"uri": "feed://latest"})]
+
+
 @pytest.mark.parametrize("name", sorted(path.stem for path in CASSETTES.glob("*.tape")))
 def test_a_recording_is_the_same_as_itself(name: str) -> None:
     report = diff_cassettes(tape(name), tape(name))
@@ -107,6 +139,13 @@ def test_an_extra_request_does_not_shift_the_rest() -> None:
     deltas = {delta.path: (delta.old, delta.new) for delta in report.changes[1].deltas}
     assert deltas == {"/request/arguments/n": (None, 1), "/outcome/result/content/0/text": ("C", "C2")}
     assert report.changes[0].frames == ((), (6, 7))
+
+
+def test_a_step_that_moved_is_still_the_same_step() -> None:
+    old = stdio_cassette(*handshake(), *call(2, "a", {}, "A"), *call(3, "b", {}, "B"), *call(4, "c", {}, "C"))
+    new = stdio_cassette(*handshake(), *call(2, "b", {}, "B"), *call(3, "a", {}, "A"), *call(4, "c", {}, "C"))
+    report = diff_cassettes(old, new)
+    assert report.same and report.matched == 4
 
 
 def test_a_removed_request_and_a_result_turned_error_are_breaking() -> None:
