@@ -8,12 +8,13 @@ Both eras see the same behaviour, so their recordings compare (`tapes diff`).
 
 - `post(title)`      adds an item: publishes a resources list-changed event and an update of `feed://latest`
 - `close_feeds()`    ends every open listen stream the graceful way (its result is the last frame),
-                     and every resources/subscribe follower (which the older eras cannot tell it)
+                     and every resources/subscribe follower (silently: the older eras have no way to tell the client)
 - resource `feed://latest`  the title of the newest item
 
 Before 2026-07-28 a session follows the feed once it subscribes to a resource: it then hears the
 list changes and the updates of what it subscribed to, as a listen for both would, until it
-unsubscribes or close_feeds ends it. The server advertises list changes in every era.
+unsubscribes or close_feeds ends it. Over stdio the server advertises list changes in every era
+(over HTTP, before 2026-07-28, the SDK's default initialization options advertise none).
 """
 
 from __future__ import annotations
