@@ -141,7 +141,7 @@ def diff_sessions(old: Session, new: Session, *, old_name: str = "old", new_name
 def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | None]]:
     """Pairs of steps that ask the same thing, in order; a step found on one side only is paired
     with None. Within a stretch the two sides do differently, steps with the same key still pair up
-    in order."""
+    in order, and so does a step that moved to another stretch."""
     matcher = SequenceMatcher(None, [step.key for step in old], [step.key for step in new], autojunk=False)
     pairs: list[tuple[Step | None, Step | None]] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -157,7 +157,23 @@ def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | No
                 rest.remove(twin)
                 pairs.append((step, twin))
         pairs += [(None, step) for step in rest]
-    return pairs
+    return _pair_moved(pairs)
+
+
+def _pair_moved(pairs: list[tuple[Step | None, Step | None]]) -> list[tuple[Step | None, Step | None]]:
+    """A step found on one side only in one stretch and its twin on the other side only in
+    another stretch moved: e.g. a client's close of a subscription racing its next request. They
+    pair up, in order, where the old one was."""
+    added = [(index, after) for index, (before, after) in enumerate(pairs) if before is None and after is not None]
+    moved: set[int] = set()
+    for index, (before, after) in enumerate(pairs):
+        if after is None and before is not None:
+            twin = next(((other, step) for other, step in added if step.key == before.key), None)
+            if twin is not None:
+                added.remove(twin)
+                moved.add(twin[0])
+                pairs[index] = (before, twin[1])
+    return [pair for index, pair in enumerate(pairs) if index not in moved]
 
 
 def _compare_steps(old: Session, new: Session, noise: Noise, report: DiffReport) -> None:

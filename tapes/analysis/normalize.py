@@ -9,7 +9,10 @@ two runs of the same behaviour:
   `initialize` and `server/discover` are both the handshake; a server→client request
   (`sampling/createMessage`, `elicitation/create`, `roots/list`) and an `input_required` result
   answered by a retry with `inputResponses` are both an *ask* inside the step; `resources/subscribe`
-  and `subscriptions/listen` are both a subscription per URI; resource-not-found `-32002` and
+  and `subscriptions/listen` are both a subscription per URI (answered by the listen's
+  acknowledgment), and `resources/unsubscribe` and the client closing a listen stream (a cancel, or
+  a disconnect on HTTP) are both leaving it; what a listen stream carries is an event like any
+  other, whichever stream it names; resource-not-found `-32002` and
   `-32602` are one error; `resultType: "complete"`, `ttlMs` and `cacheScope` carry no behaviour.
   Each fold is remembered (`Step.expressed`, `Session.folds`) so a report can say "same
   behaviour, expressed as in 2026-07-28".
@@ -24,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.http_framer import CLIENT_DISCONNECT
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import canonical
 from tapes.replay.polls import is_poll
-from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS
+from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import MessageType, classify, items
 from tapes.wire.pointer import REMOVED, tokens, without
@@ -35,6 +39,7 @@ from tapes.wire.pointer import REMOVED, tokens, without
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 RESOURCE_NOT_FOUND = "resource not found"  # -32002 before 2026-07-28, -32602 from then on
+NOT_HONORED = "subscription not honored"  # a URI a listen asked for that its acknowledgment left out
 _RESOURCE_NOT_FOUND_CODES = (-32002, -32602)
 _CACHE_HINTS = ("ttlMs", "cacheScope")  # 2026-07-28 caching hints: how long to keep a result, not what it is
 _RETRY_FIELDS = ("inputResponses", "requestState")
@@ -231,18 +236,27 @@ class _Builder:
         # notifications say when the task moved on, which is timing, not behaviour.
         self.task_names: dict[str, str] = {}
         self.polls: dict[tuple[str, Any], Step] = {}  # (method, task) -> the step its polls fold into
+        # subscriptions/listen (2026-07-28): each open stream's request id -> its per-URI
+        # subscription steps, and on HTTP the channel it rides (a client leaves by disconnecting)
+        self.listens: dict[Any, list[Step]] = {}
+        self.listen_channels: dict[str, Any] = {}
+        self.left: set[Any] = set()  # listens the client closed: what the server still sends on them races the close
 
     def fold(self, note: str) -> None:
         if note not in self.session.folds:
             self.session.folds.append(note)
 
     def build(self, frames: list[Frame]) -> Session:
-        for message in messages(frames):
-            message = self.with_task_names(message)
-            if message.frame.from_client:
-                self.client(message)
-            else:
-                self.server(message)
+        for frame in frames:
+            if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == CLIENT_DISCONNECT \
+                    and frame.channel in self.listen_channels:
+                self.leave(self.listen_channels[frame.channel], frame)
+            for message in messages([frame]):
+                message = self.with_task_names(message)
+                if message.frame.from_client:
+                    self.client(message)
+                else:
+                    self.server(message)
         self.drop_failed_probe()
         return self.session
 
@@ -265,6 +279,8 @@ class _Builder:
             ask = self.asks.get(item["id"])
             if ask is not None:
                 ask.answer = item.get("result") if kind is MessageType.RESULT else {"error": item["error"]}
+        elif item["method"] == "notifications/cancelled" and _params(item).get("requestId") in self.listens:
+            self.leave(_params(item)["requestId"], message.frame)
         elif item["method"] == "notifications/cancelled":
             step = self.open.get(_params(item).get("requestId"))
             if step is not None:
@@ -300,8 +316,8 @@ class _Builder:
         else:
             step = Step(method, _subject(method, params), {k: v for k, v in params.items() if k != "_meta"},
                         [message.frame.seq])
-            if method == "resources/subscribe":
-                step.expressed.append("resources/subscribe")
+            if method in ("resources/subscribe", "resources/unsubscribe"):
+                step.expressed.append(method)
             if is_poll(method):
                 step.polls = 1
                 self.polls[(method, params.get("taskId"))] = step
@@ -324,13 +340,42 @@ class _Builder:
 
     def listen(self, message: _Message, params: dict[str, Any]) -> None:
         """subscriptions/listen: one subscription step per resource URI, as resources/subscribe
-        would have made; the opt-in list_changed filters say no more than the capabilities do."""
+        would have made, answered by the stream's acknowledgment; the opt-in list_changed filters
+        say no more than the capabilities do."""
         uris = (params.get("notifications") or {}).get("resourceSubscriptions") or []
-        for uri in uris:
-            step = Step("resources/subscribe", uri, {"uri": uri}, [message.frame.seq],
-                        outcome={"result": {}}, expressed=["subscriptions/listen"])
-            self.session.steps.append(step)
+        steps = [Step("resources/subscribe", uri, {"uri": uri}, [message.frame.seq], expressed=["subscriptions/listen"])
+                 for uri in uris]
+        self.session.steps += steps
+        self.listens[message.item["id"]] = steps
+        if message.frame.channel != STDIO:
+            self.listen_channels[message.frame.channel] = message.item["id"]
         self.fold("subscriptions/listen stream in place of resources/subscribe and the GET stream")
+
+    def acknowledged(self, steps: list[Step], params: dict[str, Any], frame: Frame) -> None:
+        """The listen's acknowledgment answers its subscriptions: those it names are made, as an
+        empty resources/subscribe result says; one it leaves out was refused."""
+        honored = (params.get("notifications") or {}).get("resourceSubscriptions") or []
+        for step in steps:
+            step.outcome = {"result": {}} if step.subject in honored else {"error": {"message": NOT_HONORED}}
+            step.seqs.append(frame.seq)
+
+    def listen_ended(self, message: _Message) -> None:
+        """The response to a listen ends its stream: a result is the server closing it, which
+        before 2026-07-28 a server did without a word; an error refuses the subscriptions."""
+        steps = self.listens.pop(message.item["id"])
+        for step in steps:
+            step.seqs.append(message.frame.seq)
+            if "error" in message.item and step.outcome is None:
+                step.outcome = {"error": message.item["error"]}
+        if "result" in message.item:
+            self.fold("a subscriptions/listen stream closed by the server (no wire form before 2026-07-28)")
+
+    def leave(self, listen_id: Any, frame: Frame) -> None:
+        """The client closing a listen stream is resources/unsubscribe of each of its URIs."""
+        self.left.add(listen_id)
+        for subscribed in self.listens.pop(listen_id, []):
+            self.session.steps.append(Step("resources/unsubscribe", subscribed.subject, {"uri": subscribed.subject}, [frame.seq],
+                                           outcome={"result": {}}, expressed=["subscriptions/listen closed by the client"]))
 
     def track(self, request_id: Any, step: Step, frame: Frame) -> None:
         self.open[request_id] = step
@@ -373,8 +418,12 @@ class _Builder:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], params, message.frame.seq))
             elif not step.cancelled:  # progress racing a cancel says nothing about the server
                 step.progress.append({k: v for k, v in params.items() if k != "progressToken"})
+        elif item["method"] == "notifications/subscriptions/acknowledged" and _listen_of(item) in self.listens:
+            self.acknowledged(self.listens[_listen_of(item)], _params(item), message.frame)
+        elif _listen_of(item) in self.left:
+            pass  # sent before the server saw the client close the stream: timing, not behaviour
         elif item["method"] != "notifications/tasks/status":  # when a task moved on: timing, not behaviour
-            self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], _params(item), message.frame.seq))
+            self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], _off_stream(_params(item)), message.frame.seq))
 
     def owner_of_server_request(self, frame: Frame) -> Step | None:
         # On HTTP a server→client request rides the stream of the request it serves; elsewhere
@@ -385,6 +434,9 @@ class _Builder:
 
     def response(self, message: _Message) -> None:
         item = message.item
+        if item.get("id") in self.listens:
+            self.listen_ended(message)
+            return
         step = self.open.pop(item.get("id"), None)
         if step is None:
             return
@@ -456,6 +508,22 @@ class _Builder:
         if probe is not None and probe.expressed == ["server/discover"] and "result" not in (probe.outcome or {}):
             self.session.steps.remove(probe)
             self.fold("a refused server/discover probe before initialize")
+
+
+def _listen_of(item: dict[str, Any]) -> Any:
+    meta = _params(item).get("_meta")
+    return meta.get(SUBSCRIPTION_ID_KEY) if isinstance(meta, dict) else None
+
+
+def _off_stream(params: dict[str, Any]) -> dict[str, Any]:
+    """An event without the listen stream it names (a request id, never compared): the same event
+    reaches a 2025 client as a plain notification."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or SUBSCRIPTION_ID_KEY not in meta:
+        return params
+    rest = {key: value for key, value in params.items() if key != "_meta"}
+    meta = {key: value for key, value in meta.items() if key != SUBSCRIPTION_ID_KEY}
+    return {**rest, "_meta": meta} if meta else rest
 
 
 def _note(step: Step, expression: str) -> None:

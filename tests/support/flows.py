@@ -19,12 +19,14 @@ Waits are event-driven and bounded: every flow runs under `anyio.fail_after(time
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+import warnings
 from typing import Any
 
 import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext, IncomingMessage
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "dump",
     "everything_flow",
     "feed_flow",
+    "feed_subscribe_flow",
     "sse_polling_flow",
     "notes_flow",
 ]
@@ -353,6 +356,51 @@ async def feed_flow(server: Sequence[str] | str, *, leave_early: bool = False, t
             async with client.listen(tools_list_changed=True) as second:
                 out["second"] = second.honored.model_dump(mode="json", exclude_none=True)
             out["posted"].append(_text(await client.call_tool("post", {"title": "third"})))
+    return out
+
+
+async def feed_subscribe_flow(
+    server: Sequence[str] | str, *, leave_early: bool = False, timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
+    """feed_flow's script in the era before subscriptions/listen (2025-11-25): the client subscribes
+    to `feed://latest` with resources/subscribe and hears the events as session notifications.
+
+    After each post, the two events it caused; then close_feeds ends the subscription on the
+    server's side. With `leave_early`, the client unsubscribes after the first post instead.
+    feed_flow's second listen (for tool list changes, left at once) has no wire form in this era:
+    tool list changes need no subscription. Then one more post, which nobody hears of.
+
+    Returns a dict with keys: session, events (per post, the events received, in order), posted
+    (the tool results), unheard (events that arrived after the subscription ended: none).
+    """
+    out: dict[str, Any] = {"events": [], "posted": []}
+    send, received = anyio.create_memory_object_stream[str](16)
+
+    async def tap(message: IncomingMessage) -> None:
+        if isinstance(message, types.ResourceListChangedNotification):
+            await send.send(message.method)
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            await send.send(f"{message.method} {message.params.uri}")
+
+    with anyio.fail_after(timeout):
+        async with connect(server, mode="legacy", tap=tap, timeout=timeout) as client:
+            out["session"] = _session_info(client)
+            with warnings.catch_warnings():  # deprecated at 2026-07-28; this flow speaks 2025-11-25
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource("feed://latest")
+            for title in FEED_TITLES[: 1 if leave_early else None]:
+                out["posted"].append(_text(await client.call_tool("post", {"title": title})))
+                out["events"].append([await received.receive(), await received.receive()])
+            if leave_early:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.unsubscribe_resource("feed://latest")
+                for title in FEED_TITLES[1:]:
+                    out["posted"].append(_text(await client.call_tool("post", {"title": title})))
+            out["posted"].append(_text(await client.call_tool("close_feeds", {})))
+            out["posted"].append(_text(await client.call_tool("post", {"title": "third"})))
+    send.close()
+    out["unheard"] = [event async for event in received]
     return out
 
 

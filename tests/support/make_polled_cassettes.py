@@ -11,6 +11,8 @@ JSON Lines twins beside them. Run from the repository: `python -m tests.support.
 - feed-stdio-2026-07-28, feed-http-2026-07-28: the Python SDK client follows tests/servers/feed_server.py
   through subscriptions/listen (tests.support.flows.feed_flow): events, a close by the server, a
   close by the client.
+- feed-stdio-2025-11-25: the same script and server at 2025-11-25, through resources/subscribe
+  (tests.support.flows.feed_subscribe_flow): what `tapes diff` against feed-stdio-2026-07-28 maps.
 - resumable-polling-http-2025-11-25: the Python SDK client calls tests/servers/resumable_server.py's
   cycles(3): the server closes the SSE stream three times, the client polls back with Last-Event-ID
   after each `retry` interval (tests.support.flows.sse_polling_flow).
@@ -28,7 +30,7 @@ import anyio
 
 from tapes.cassette.store import Cassette, save
 
-from tests.support.flows import feed_flow, sse_polling_flow
+from tests.support.flows import feed_flow, feed_subscribe_flow, sse_polling_flow
 from tests.support.http_peers import Recorder, start_everything, start_feed, start_resumable
 from tests.support.make_cassettes import commit
 from tests.support.make_http_cassettes import STABLE_URL, stable_host
@@ -44,6 +46,7 @@ CLIENT_TASKS = {"trigger-sampling-request-async": CASSETTES / "everything-sampli
 CLIENT_TASK_MS = 2500
 FEED_STDIO = CASSETTES / "feed-stdio-2026-07-28.tape"
 FEED_HTTP = CASSETTES / "feed-http-2026-07-28.tape"
+FEED_SUBSCRIBE_STDIO = CASSETTES / "feed-stdio-2025-11-25.tape"
 SDK_STABLE_URL = "http://127.0.0.1:8000/mcp"  # where the Python SDK serves by default
 SSE_POLLING = CASSETTES / "resumable-polling-http-2025-11-25.tape"
 
@@ -78,6 +81,11 @@ def record_feed_stdio() -> Path:
     return FEED_STDIO
 
 
+def record_feed_subscribe_stdio() -> Path:
+    anyio.run(feed_subscribe_flow, [*TAPES, "record", "-o", str(FEED_SUBSCRIBE_STDIO), "--", *FEED_SERVER])
+    return FEED_SUBSCRIBE_STDIO
+
+
 def record_feed_http() -> Path:
     return _record_http(FEED_HTTP, start_feed, feed_flow)
 
@@ -102,7 +110,8 @@ def _record_http(path: Path, start: Callable[[], tuple[Process, str]], flow: Cal
 
 
 def main() -> None:
-    for path in [record_tasks_stdio(), record_tasks_http(), *record_client_tasks(), record_feed_stdio(), record_feed_http(), record_sse_polling()]:
+    for path in [record_tasks_stdio(), record_tasks_http(), *record_client_tasks(), record_feed_stdio(), record_feed_subscribe_stdio(),
+                 record_feed_http(), record_sse_polling()]:
         commit(path)
 
 

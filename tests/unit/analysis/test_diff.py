@@ -82,6 +82,38 @@ def test_same_flow_across_eras_differs_only_where_the_protocol_does(old: str, ne
         assert transport["client MCP headers"].new == ["mcp-method", "mcp-protocol-version", "mcp-session-id"]
 
 
+def updates_replaced(cassette: Cassette, first: Any) -> Cassette:
+    """The cassette with its first notifications/resources/updated replaced by `first` (None: dropped)."""
+    frames, done = [], False
+    for frame in cassette.frames:
+        if not done and isinstance(frame.message, dict) and frame.message.get("method") == "notifications/resources/updated":
+            done = True
+            if first is None:
+                continue
+            frame = replace(frame, message=first)
+        frames.append(frame)
+    assert done
+    return Cassette(cassette.header, frames)
+
+
+def test_the_feed_followed_through_resources_subscribe_and_subscriptions_listen_is_the_same_behaviour() -> None:
+    old, new = tape("feed-stdio-2025-11-25"), tape("feed-stdio-2026-07-28")
+    report = diff_cassettes(old, new)
+    assert sections(report) == {("session", "protocol version")}
+    forms = {equivalence.subject: equivalence.new_form for equivalence in report.equivalences}
+    assert forms == {"handshake": ("server/discover",), "resources/subscribe feed://latest": ("subscriptions/listen",)}
+
+    # the server updating another resource, or not at all, is a change
+    stream = {"io.modelcontextprotocol/subscriptionId": "listen-1"}
+    other = diff_cassettes(old, updates_replaced(new, note("notifications/resources/updated", {"_meta": stream, "uri": "feed://oldest"})))
+    assert {(change.section, change.kind, change.subject) for change in other.changes if change.section != "session"} == {
+        ("notification", "removed", "server notifications/resources/updated"),
+        ("notification", "added", "server notifications/resources/updated")}
+    missing = diff_cassettes(old, updates_replaced(new, None))
+    assert [(change.kind, change.subject, change.deltas[0].old) for change in missing.changes if change.section == "notification"] == [
+        ("removed", "server notifications/resources/updated", {"uri": "feed://latest"})]
+
+
 @pytest.mark.parametrize("name", sorted(path.stem for path in CASSETTES.glob("*.tape")))
 def test_a_recording_is_the_same_as_itself(name: str) -> None:
     report = diff_cassettes(tape(name), tape(name))
@@ -107,6 +139,13 @@ def test_an_extra_request_does_not_shift_the_rest() -> None:
     deltas = {delta.path: (delta.old, delta.new) for delta in report.changes[1].deltas}
     assert deltas == {"/request/arguments/n": (None, 1), "/outcome/result/content/0/text": ("C", "C2")}
     assert report.changes[0].frames == ((), (6, 7))
+
+
+def test_a_step_that_moved_is_still_the_same_step() -> None:
+    old = stdio_cassette(*handshake(), *call(2, "a", {}, "A"), *call(3, "b", {}, "B"), *call(4, "c", {}, "C"))
+    new = stdio_cassette(*handshake(), *call(2, "b", {}, "B"), *call(3, "a", {}, "A"), *call(4, "c", {}, "C"))
+    report = diff_cassettes(old, new)
+    assert report.same and report.matched == 4
 
 
 def test_a_removed_request_and_a_result_turned_error_are_breaking() -> None:
@@ -174,12 +213,47 @@ def test_resource_not_found_and_subscriptions_fold_across_eras() -> None:
     new = stdio_cassette(*discover(),
                          ("c", modern(2, "resources/read", {"uri": "x://gone"})),
                          ("s", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, **not_found}}),
-                         ("c", modern(3, "subscriptions/listen", {"notifications": {"resourceSubscriptions": ["x://a"]}})))
+                         *listen(3, ["x://a"]))
     report = diff_cassettes(old, new)
     assert sections(report) == {("session", "protocol version")}
     forms = {equivalence.subject: equivalence.new_form for equivalence in report.equivalences}
     assert forms == {"handshake": ("server/discover",), "resources/read x://gone": ("resource-not-found error -32602",),
                      "resources/subscribe x://a": ("subscriptions/listen",)}
+
+
+def listen(listen_id: Any, uris: list[str], honored: list[str] | None = None) -> list[tuple[str, Any]]:
+    """A subscriptions/listen for `uris` and its acknowledgment (of `honored`, by default all)."""
+    stream = {"io.modelcontextprotocol/subscriptionId": listen_id}
+    return [("c", modern(listen_id, "subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})),
+            ("s", note("notifications/subscriptions/acknowledged",
+                       {"_meta": stream, "notifications": {"resourceSubscriptions": uris if honored is None else honored}}))]
+
+
+def updated(uri: str, listen_id: Any = None) -> tuple[str, Any]:
+    stream = {"_meta": {"io.modelcontextprotocol/subscriptionId": listen_id}} if listen_id is not None else {}
+    return "s", note("notifications/resources/updated", {**stream, "uri": uri})
+
+
+def test_leaving_a_listen_stream_is_unsubscribing_and_its_events_are_plain_notifications() -> None:
+    old = stdio_cassette(*handshake(), ("c", req(2, "resources/subscribe", {"uri": "x://a"})), ("s", res(2, {})),
+                         updated("x://a"), ("c", req(3, "resources/unsubscribe", {"uri": "x://a"})), ("s", res(3, {})))
+    new = stdio_cassette(*discover(), *listen("L", ["x://a"]), updated("x://a", "L"),
+                         ("c", note("notifications/cancelled", {"requestId": "L", "reason": "caller cancelled"})))
+    report = diff_cassettes(old, new)
+    assert sections(report) == {("session", "protocol version")}
+    forms = {equivalence.subject: (equivalence.old_form, equivalence.new_form) for equivalence in report.equivalences}
+    assert forms["resources/unsubscribe x://a"] == (("resources/unsubscribe",), ("subscriptions/listen closed by the client",))
+    # without the noise rules too: the stream an event names is a request id, which the fold sets aside
+    bare = diff_cassettes(old, new, noise=Noise(rules=()))
+    assert not [change for change in bare.changes if change.section == "notification"]
+
+
+def test_a_subscription_the_acknowledgment_leaves_out_was_refused() -> None:
+    old = stdio_cassette(*handshake(), ("c", req(2, "resources/subscribe", {"uri": "x://a"})), ("s", res(2, {})))
+    new = stdio_cassette(*discover(), *listen("L", ["x://a"], honored=[]))
+    report = diff_cassettes(old, new)
+    refused = [change for change in report.changes if change.section == "interaction"]
+    assert [(change.subject, change.severity) for change in refused] == [("resources/subscribe x://a", BREAKING)]
 
 
 def test_a_changed_sampling_answer_is_a_difference_even_across_eras() -> None:
