@@ -27,9 +27,11 @@ live state on top.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame, Kind
@@ -96,7 +98,8 @@ class ServerItem:
 @dataclass
 class RecordingIndex:
     """Every recorded frame placed: client items by what they are, server frames with their
-    dependencies. Built by `RecordingIndex.of(frames)`."""
+    dependencies. Built at once by `RecordingIndex.of(frames)`, or as far as needed by `reading`
+    and `extend`."""
 
     item_frames: dict[ItemKey, Frame] = field(default_factory=dict)  # every client item's frame
     interactions: list[Interaction] = field(default_factory=list)
@@ -114,12 +117,39 @@ class RecordingIndex:
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
     closed_by_client: set[str] = field(default_factory=set)
 
+    complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
+    _walk: _Walk = field(init=False, repr=False)
+    _frames: Iterator[Frame] = field(init=False, repr=False)  # the frames not indexed yet
+
     @classmethod
-    def of(cls, frames: Sequence[Frame]) -> RecordingIndex:
-        index = cls()
-        with gc_paused():  # as for loading: millions of new containers, none of them garbage
-            _Walk(index).walk(frames)
+    def of(cls, frames: Iterable[Frame]) -> RecordingIndex:
+        """The whole recording indexed."""
+        index = cls.reading(frames)
+        while index.extend(sys.maxsize):
+            pass
         return index
+
+    @classmethod
+    def reading(cls, frames: Iterable[Frame]) -> RecordingIndex:
+        """An index of nothing yet, which `extend` grows along `frames` (read no further than it goes):
+        the walk is sequential, so what it has indexed is what the whole recording's index has up
+        to that frame, and the lists here only grow, at their ends."""
+        index = cls()
+        index._walk = _Walk(index)
+        index._frames = iter(frames)
+        return index
+
+    def extend(self, count: int) -> bool:
+        """Index up to `count` more frames; whether there were any. Raises CassetteError for a frame
+        that cannot be replayed (and a frames iterator's own, a damaged cassette's, as it reads)."""
+        if self.complete:
+            return False
+        with gc_paused():  # as for loading: millions of new containers, none of them garbage
+            walked = self._walk.walk(islice(self._frames, count))
+        if walked < count:
+            self.complete = True
+            self._frames = iter(())
+        return walked > 0
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:
         """The interaction each recorded message item belongs to, on both sides."""
@@ -149,8 +179,11 @@ class _Walk:
         self.last_session_item: ItemKey | None = None  # ... the last JSON-RPC item or DELETE (ends a session's streams)
         self.streams: set[str] = set()  # HTTP channels opened by a GET (the standalone or legacy SSE stream)
 
-    def walk(self, frames: Sequence[Frame]) -> None:
+    def walk(self, frames: Iterable[Frame]) -> int:
+        """Index `frames`, which follow those walked before; how many there were."""
+        walked = 0
         for frame in frames:
+            walked += 1
             if frame.from_client:
                 if frame.message is not None:
                     checked_payload(frame)  # only checked: a client frame is never sent
@@ -165,6 +198,7 @@ class _Walk:
                         self.index.channel_items[frame.channel] += keys
             else:
                 self.server_frame(frame)
+        return walked
 
     def client_frame(self, frame: Frame) -> list[ItemKey]:
         index = self.index
