@@ -476,7 +476,7 @@ def stream(path: str | os.PathLike[str]) -> CassetteStream:
     CassetteError with one sentence when the file cannot be read or its header is unusable."""
     name = str(path)
     try:
-        file = open(path, "rb")  # noqa: SIM115 - the stream owns it
+        file = open(path, "rb")  # the stream owns it, and closes it
     except OSError as error:
         raise _unreadable(name, error) from None
     try:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from tapes.cassette.frames import STDIO, Frame
 from tapes.cassette.store import gc_paused
-from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
+from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem, checked_payload
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
@@ -162,7 +162,11 @@ class ReplayEngine:
         # client ones matched and server ones sent.
         self.played_frames: set[int] | None = set() if remember_played else None
         self._taken: dict[str, int] = {}  # how much of each of the index's lists is in the tables above
-        self._extend(sys.maxsize if isinstance(frames, Sequence) else INDEX_STEP)
+        if isinstance(frames, Sequence):  # all there: checked whole before anything is served, as load checks it
+            self._extend(sys.maxsize)
+            index.check_payloads()
+        else:  # read as it goes: a message that is not JSON is reported when it is sent
+            self._extend(INDEX_STEP)
         if race is Race.CANCEL_WINS:
             self.index_all()  # a response waits for a cancel that may be recorded after it
             self._hold_responses_for_cancels()
@@ -624,7 +628,7 @@ class ReplayEngine:
         if not changed:
             return Action(frame, server_item.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
-        return Action(frame, encode(message), gap)
+        return Action(frame, checked_payload(frame, message), gap)
 
 
 def _task_id(answer: dict[str, Any]) -> Any:

@@ -37,7 +37,7 @@ from typing import Any
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import CassetteError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
 
@@ -80,10 +80,18 @@ class ServerItem:
 
     frame: Frame
     owners: list[Interaction | None]  # per batch item: the interaction it belongs to
-    payload: bytes  # the frame's wire bytes, encoded once: most frames go out as recorded
     deps: set[ItemKey]
     cancel_deps: set[ItemKey]  # cancels of the requests it answers, recorded before it
     waiting: int = 0  # live state: how many of its dependencies the engine has yet to see
+    _payload: bytes | None = field(default=None, repr=False)
+
+    @property
+    def payload(self) -> bytes:
+        """The frame's wire bytes, encoded once, when first asked (most frames go out as recorded,
+        many never do); raises CassetteError for a message that is not JSON."""
+        if self._payload is None:
+            self._payload = checked_payload(self.frame)
+        return self._payload
 
     def answers(self, interaction: Interaction) -> bool:
         """Whether the frame carries the response to `interaction`'s request."""
@@ -123,10 +131,11 @@ class RecordingIndex:
 
     @classmethod
     def of(cls, frames: Iterable[Frame]) -> RecordingIndex:
-        """The whole recording indexed."""
+        """The whole recording indexed and checked (`check_payloads`)."""
         index = cls.reading(frames)
         while index.extend(sys.maxsize):
             pass
+        index.check_payloads()
         return index
 
     @classmethod
@@ -138,6 +147,12 @@ class RecordingIndex:
         index._walk = _Walk(index)
         index._frames = iter(frames)
         return index
+
+    def check_payloads(self) -> None:
+        """Encode every server frame indexed so far, so that a message that is not JSON is reported
+        now rather than when it is sent (a client frame's is checked as it is indexed)."""
+        for server_item in self.server_items:
+            server_item.payload  # encoded for its check, and kept
 
     def extend(self, count: int) -> bool:
         """Index up to `count` more frames; whether there were any. Raises CassetteError for a frame
@@ -255,7 +270,6 @@ class _Walk:
             interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ())
         ):
             index.closed_by_client.add(frame.channel)
-        payload = checked_payload(frame)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
             owners = [self.owner(frame, item) for item in items(frame.message)]
             for item, owner in zip(items(frame.message), owners, strict=True):
@@ -296,7 +310,7 @@ class _Walk:
                 # also after the last message the client had sent, which may be what caused it; its
                 # end after a DELETE that came later (else a client still busy reopens the stream)
                 deps.add(cause)
-        server_item = ServerItem(frame, owners, payload, deps, cancel_deps)
+        server_item = ServerItem(frame, owners, deps, cancel_deps)
         index.server_items.append(server_item)
         for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
             interaction.server_items.append(server_item)
@@ -324,10 +338,10 @@ class _Walk:
         return None
 
 
-def checked_payload(frame: Frame) -> bytes:
-    """The frame's wire bytes; a message read from an untrusted cassette must be JSON (msgpack can
-    also hold bytes), which encoding it checks."""
+def checked_payload(frame: Frame, message: Any = None) -> bytes:
+    """The frame's wire bytes, or those of `message` (its message with live ids put in); a message
+    read from an untrusted cassette must be JSON (msgpack can also hold bytes), which encoding it checks."""
     try:
-        return frame.payload
+        return frame.payload if message is None else encode(message)
     except (TypeError, ValueError) as error:
         raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None

@@ -12,7 +12,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteError, Header, load, save, stream
 from tapes.replay import engine as engine_module
 from tapes.replay.control import ReplayControl
@@ -160,3 +160,14 @@ def test_a_damaged_frame_is_reported_when_the_replay_reaches_it(tmp_path: Path, 
         while not session.indexed:
             session.advance()
     assert str(reached.value) == str(whole.value)
+
+
+@pytest.mark.parametrize("live_id", [1, "live"], ids=["sent as recorded", "restamped"])
+def test_a_server_message_that_is_not_json_is_refused_when_sent(live_id: Any) -> None:
+    frames = recording(("c", req(1, "tools/call", {"name": "t"})))
+    frames.append(Frame(2, 1.0, Direction.SERVER_TO_CLIENT, STDIO, Kind.MESSAGE, res(1, {"x": b"\x00"})))
+    with pytest.raises(CassetteError, match=r"^frame 2 holds a message that is not JSON"):
+        ReplayEngine(frames)  # all there: checked before anything is served
+    engine = ReplayEngine(iter(frames))
+    with pytest.raises(CassetteError, match=r"^frame 2 holds a message that is not JSON"):
+        send(engine, req(live_id, "tools/call", {"name": "t"}))
