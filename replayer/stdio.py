@@ -280,6 +280,7 @@ def replay_stdio(
     except _Terminated:
         server.exit_status = 128 + signal.SIGTERM
         server.drop_held()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
     server.finish()
     if not warned:  # the recorded server exited, or we were told to stop, before the end was read
         session.index_all()  # the report needs all of it; its warnings are known then
