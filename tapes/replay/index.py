@@ -271,9 +271,11 @@ class _Walk:
         ):
             index.closed_by_client.add(frame.channel)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
-            owners = [self.owner(frame, item) for item in items(frame.message)]
-            for item, owner in zip(items(frame.message), owners, strict=True):
-                if owner is not None and classify(item) in (MessageType.RESULT, MessageType.ERROR):
+            message_items = items(frame.message)
+            kinds = [classify(item) for item in message_items]
+            owners = [self.owner(frame, item, kind) for item, kind in zip(message_items, kinds, strict=True)]
+            for item, kind, owner in zip(message_items, kinds, owners, strict=True):
+                if owner is not None and kind in (MessageType.RESULT, MessageType.ERROR):
                     self.open_by_id.pop(item["id"], None)
                     if owner in self.pending:
                         self.pending.remove(owner)
@@ -312,11 +314,12 @@ class _Walk:
                 deps.add(cause)
         server_item = ServerItem(frame, owners, deps, cancel_deps)
         index.server_items.append(server_item)
-        for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
+        related = [interaction for interaction in (*owners, *exchange) if interaction is not None]
+        for interaction in {id(i): i for i in related}.values() if len(related) > 1 else related:
             interaction.server_items.append(server_item)
 
-    def owner(self, frame: Frame, item: dict[str, Any]) -> Interaction | None:
-        kind = classify(item)
+    def owner(self, frame: Frame, item: dict[str, Any], kind: MessageType) -> Interaction | None:
+        """The interaction a server message item (classified as `kind`) belongs to, if any."""
         if kind in (MessageType.RESULT, MessageType.ERROR):
             return self.open_by_id.get(item["id"])
         if kind is MessageType.REQUEST:
