@@ -282,8 +282,8 @@ def replay_stdio(
         server.drop_held()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
     server.finish()
-    if not warned:  # the recorded server exited, or we were told to stop, before the end was read
-        session.index_all()  # the report needs all of it; its warnings are known then
+    if not warned:  # a stream: read to its end by the session's end, or now (the report needs all of it)
+        session.index_all()
         print_warnings(console, cassette)
     if episode is not None:
         server.exit_status = episode.finish()
