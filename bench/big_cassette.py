@@ -10,6 +10,8 @@ in its own process so each peak RSS is its own:
 - load: `tapes.cassette.store.load`;
 - replay, first answer: `tapes replay FILE` started, sent the first recorded request, until its
   answer is read (process start, imports and indexing included);
+- replay, a miss: the same, sent a request the cassette does not have, until its error is read:
+  the replay reads the whole cassette first (what the whole index costs, and its memory);
 - view: `tapes view FILE -o PAGE` until it exits.
 Prints seconds, the ratio to the decode floor, and peak RSS against the file size.
 """
@@ -53,8 +55,10 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
         assert count > 1
     elif phase == "load":
         assert not load(path).warnings
-    elif phase == "replay, first answer":
+    elif phase.startswith("replay"):
         first = make_frames(1)[0].message  # the first recorded request (the frames are generated the same each time)
+        if phase == "replay, a miss":
+            first = {**first, "params": {**first["params"], "name": "not_recorded"}}
         replay = subprocess.Popen(
             [*TAPES, "replay", str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
@@ -64,6 +68,7 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
         while line := replay.stdout.readline():
             answer = json.loads(line)
             if answer.get("id") == first["id"] and "method" not in answer:
+                assert ("error" in answer) == (phase == "replay, a miss")
                 break
         seconds = time.perf_counter() - start
         status = Path(f"/proc/{replay.pid}/status").read_text()
@@ -105,7 +110,7 @@ def main() -> None:
                 v1.write(b"".join(pack(frame_record(frame)) for frame in frames[i : i + 10_000]))
         del frames
         size_mb = path.stat().st_size / 1e6
-        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer"] + ([] if args.skip_view else ["view"])
+        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer", "replay, a miss"] + ([] if args.skip_view else ["view"])
         rows = {}
         for phase in phases:
             out = subprocess.run(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from tapes.cassette.store import Cassette
+from tapes.cassette.store import Cassette, CassetteStream
 
 PREFIX = "tapes replay: "
 
@@ -16,7 +16,7 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def print_warnings(console: Console, cassette: Cassette) -> None:
+def print_warnings(console: Console, cassette: Cassette | CassetteStream) -> None:
     for warning in cassette.warnings:
         console.print(PREFIX + warning, style="yellow", soft_wrap=True, markup=False)
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.console import Console
 
 from recorder.process import TAPES
 from replayer.console import print_summary, print_warnings, stderr_console
-from tapes.cassette.frames import Kind
-from tapes.cassette.store import Cassette, load, replace_file
+from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.store import Cassette, CassetteStream, load, replace_file
 from tapes.replay.control import ReplayControl
 from tapes.replay.episodes import (
     WARM_UP_TIMEOUT,
@@ -36,6 +38,11 @@ from tapes.replay.session import ReplaySession, summary
 from tapes.wire.jsonrpc import LineSplitter
 
 STDIN, STDOUT, STDERR = 0, 1, 2
+
+
+def _pending(fd: int) -> bool:
+    """Whether reading `fd` would not block (input, or its end, is there)."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -194,7 +201,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def replay_stdio(
-    cassette: Cassette,
+    cassette: Cassette | CassetteStream,
     *,
     strict: bool = True,
     control: ReplayControl | None = None,
@@ -204,15 +211,25 @@ def replay_stdio(
     """Serve `cassette` until the client closes stdin (or the recorded server exits). Returns the
     exit code: 1 when something did not match and `strict`, else the recorded server's (or the real
     one's, after a hand-over to it). The summary goes to stderr and, as JSON, to `report_path` when
-    given (the pytest plugin reads it)."""
+    given (the pytest plugin reads it).
+
+    A `CassetteStream` is read as the replay goes (new episodes, which splice the cassette, need
+    it loaded): the rest is indexed while the client is idle, a damaged frame raises its
+    CassetteError when it is reached, and the warnings are printed once the end is read."""
     control = control or ReplayControl()
     console = stderr_console()
-    print_warnings(console, cassette)
+    warned = isinstance(cassette, Cassette)  # a stream's warnings are known once its end is read
+    if isinstance(cassette, Cassette):
+        frames: Iterable[Frame] = cassette.frames
+        print_warnings(console, cassette)
+    else:
+        assert new_episodes is None
+        frames = cassette
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     # A client that stops waiting for the recorded server's end (SDK clients send SIGTERM a while
     # after closing stdin; under a timing the recorded end may be later) still gets the report.
     signal.signal(signal.SIGTERM, _terminated)
-    session = ReplaySession(cassette.frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
+    session = ReplaySession(frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
     server = _Server(control)
     server.perform(session.start())
     splitter = LineSplitter()
@@ -242,6 +259,12 @@ def replay_stdio(
 
     try:
         while server.exit_status is None:
+            if not warned and session.indexed:
+                print_warnings(console, cassette)
+                warned = True
+            if not session.indexed and not _pending(STDIN):
+                server.perform(session.advance())
+                continue
             chunk = os.read(STDIN, 1 << 20)
             if not chunk:
                 rest = splitter.finish()
@@ -257,7 +280,11 @@ def replay_stdio(
     except _Terminated:
         server.exit_status = 128 + signal.SIGTERM
         server.drop_held()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
     server.finish()
+    if not warned:  # a stream: read to its end by the session's end, or now (the report needs all of it)
+        session.index_all()
+        print_warnings(console, cassette)
     if episode is not None:
         server.exit_status = episode.finish()
         assert new_episodes is not None

@@ -3,7 +3,7 @@
 The public API, for scripts and tests (loaded lazily, so `import tapes` stays cheap):
 
     import tapes
-    cassette = tapes.load("session.tape")            # or tapes.loads(data)
+    cassette = tapes.load("session.tape")            # or tapes.loads(data), or tapes.stream(path) to iterate
     for frame in cassette.frames: ...                 # tapes.Frame, tapes.Kind, tapes.Direction
     with tapes.replay_server("session.tape") as server:   # an HTTP replay on a free local port
         ...                                           # server.url, server.report_lines
@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "load": "tapes.cassette.store",
     "loads": "tapes.cassette.store",
+    "stream": "tapes.cassette.store",
     "save": "tapes.cassette.store",
     "Cassette": "tapes.cassette.store",
     "CassetteError": "tapes.cassette.store",
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from replayer.http import ReplayOptions, replay_server
     from tapes.cassette.frames import Direction, Frame, Kind
     from tapes.cassette.redact import RedactionRules, Redactor
-    from tapes.cassette.store import Cassette, CassetteError, load, loads, save
+    from tapes.cassette.store import Cassette, CassetteError, load, loads, save, stream
     from tapes.replay.matching import Matcher, register_matcher
 
 

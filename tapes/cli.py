@@ -229,7 +229,7 @@ def replay(
     Record modes:  tapes replay FILE --record-mode once -- python server.py   (or TAPES_RECORD_MODE=once)
     Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
     """
-    from tapes.cassette.store import load
+    from tapes.cassette.store import load, stream
     from tapes.config import load_config
     from tapes.replay.control import ReplayControl
 
@@ -282,7 +282,8 @@ def replay(
         plan = None
         if new_episodes:
             plan = NewEpisodes(list(server_command), Path(cassette), record_flags)
-        loaded = load(cassette)
+        # read as the replay goes, so a big cassette answers at once; new episodes splice it: loaded
+        loaded = load(cassette) if plan else stream(cassette)
         if loaded.header.transport != "stdio":
             raise UserError(f"{cassette} was recorded over HTTP: replay it with --http (and point the client at the URL it prints)")
         sys.exit(replay_stdio(loaded, strict=not allow_unmatched, control=control, report_path=report_path,

@@ -12,7 +12,9 @@ Layouts, after the header map:
 - JSON Lines: the v1 maps, one per line (the readable form; its header says format 1).
 Which of the two a file is written in follows its name (`format_for`): `.jsonl` is JSON Lines.
 - a raw stdio capture (a recorder that did not finish): see tapes.cassette.capture.
-Every frame is checked against its kind as it is loaded (`frame_problem`).
+Every frame is checked against its kind as it is read (`frame_problem`). There is one reader:
+`stream` reads the header at once and the frames as they are iterated (a big cassette is usable
+before its end is read); `load` collects what a stream yields.
 """
 
 from __future__ import annotations
@@ -476,7 +478,7 @@ def stream(path: str | os.PathLike[str]) -> CassetteStream:
     CassetteError with one sentence when the file cannot be read or its header is unusable."""
     name = str(path)
     try:
-        file = open(path, "rb")  # noqa: SIM115 - the stream owns it
+        file = open(path, "rb")  # the stream owns it, and closes it
     except OSError as error:
         raise _unreadable(name, error) from None
     try:

@@ -5,7 +5,7 @@ or a pytest marker."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -31,7 +31,7 @@ class ReplayControl:
     faults: tuple[str, ...] = ()  # JSON-RPC level faults (tapes.replay.faults), as the user wrote them
     polls: Polls = Polls.LATEST
 
-    def engine(self, frames: Sequence[Frame], *, remember_played: bool = False) -> ReplayEngine:
+    def engine(self, frames: Iterable[Frame], *, remember_played: bool = False) -> ReplayEngine:
         return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played,
                             polls=self.polls, clock=self._recorded_clock())
 

@@ -19,15 +19,16 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict, deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import islice
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from tapes.cassette.frames import STDIO, Frame
 from tapes.cassette.store import gc_paused
-from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem
+from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem, checked_payload
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
@@ -41,6 +42,7 @@ NEAREST_CANDIDATES = 16
 in recorded order): naming the nearest must not cost a search of the whole recording."""
 DEEP_DIFF_SIZE = 64 * 1024
 """Bytes past which a miss and a candidate are compared member by member of their params, not in depth."""
+Found = TypeVar("Found")
 
 
 class Race(StrEnum):
@@ -59,10 +61,36 @@ class Repeats(StrEnum):
     STRICT = "strict-order"  # requests must come in the recorded order
 
 
+INDEX_STEP = 4096
+"""Frames indexed at a time when a recording is read as it is replayed: at the start, and in each
+step of `advance` (so a client is kept waiting by one step at most)."""
+
+
+class _Queue:
+    """The unplayed part of one of the index's lists, taken from the front; it sees what the
+    index appends to the list later."""
+
+    __slots__ = ("_items", "_taken")
+
+    def __init__(self, items: list[ItemKey]) -> None:
+        self._items = items
+        self._taken = 0
+
+    def __bool__(self) -> bool:
+        return self._taken < len(self._items)
+
+    def __getitem__(self, position: int) -> ItemKey:
+        return self._items[self._taken + position]
+
+    def popleft(self) -> ItemKey:
+        self._taken += 1
+        return self._items[self._taken - 1]
+
+
 class ReplayEngine:
     def __init__(
         self,
-        frames: Sequence[Frame],
+        frames: Iterable[Frame],
         matcher: Matcher | None = None,
         *,
         race: Race = Race.RECORDED,
@@ -71,35 +99,33 @@ class ReplayEngine:
         polls: Polls = Polls.LATEST,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        """`clock`: the live time in recorded seconds (the timing's speed applied), when the replay
+        """`frames`: a sequence is indexed at once; any other iterable (a `CassetteStream`) is read
+        as the replay needs it: INDEX_STEP frames at the start, more when a live message matches
+        nothing indexed yet (until it matches or the recording is exhausted), when `advance` is
+        called while the client is idle, and all of it for whatever needs the whole recording
+        (`end`, `report`, a miss's nearest request, Race.CANCEL_WINS). A server frame found later
+        whose dependencies the live client already sent is released then, so with `advance` the
+        replay converges to what the whole recording's index does.
+
+        `clock`: the live time in recorded seconds (the timing's speed applied), when the replay
         follows the recorded clock; polls then advance on it (tapes.replay.polls)."""
-        with gc_paused():  # millions of new containers for a big recording, none of them garbage
-            self._build(frames, matcher, race, repeats, remember_played)
         self._polls = polls
         self._clock = clock
+        self._build(frames, matcher, race, repeats, remember_played)
         self._played_opens: dict[tuple[Any, Any, str | None], ItemKey] = {}  # resumptions played, by (method, target, Last-Event-ID)
         self._channel_server_items: dict[str, list[ServerItem]] = {}  # ... and what their exchange carried, once asked again
         self._poll_anchors: dict[Hashable, tuple[float, float]] = {}  # poll key -> (live clock, recorded time) of its first poll
-        self._polls_about: dict[Any, list[Interaction]] = defaultdict(list)  # task id -> its recorded polls
         # Tasks the client runs for the server (a task-augmented sampling/createMessage): the live
         # client names them afresh, and the server's tasks/get and tasks/result carry the live name.
         self._client_tasks: dict[Any, Any] = {}  # recorded task id -> the live one
-        # ... and the client's status notifications about them: when it sends them is its clock's
-        # business, so they are taken in order, and one more than recorded is no miss
-        self._task_statuses = deque(key for key, item in self._index.notifications if item["method"] == TASK_STATUS)
-        for interaction in self._interactions:
-            if is_poll(interaction.request["method"]):
-                task = subject(interaction.request["method"], interaction.request.get("params"))
-                if task is not None:
-                    self._polls_about[task].append(interaction)
 
     def _build(
-        self, frames: Sequence[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool
+        self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool
     ) -> None:
         self._matcher = matcher or Matcher()
         self._race = race
         self._repeats = repeats
-        index = self._index = RecordingIndex.of(frames)
+        index = self._index = RecordingIndex.reading(frames)
         self._interactions = index.interactions
         self._item_frames = index.item_frames
         self._channel_items = index.channel_items
@@ -110,28 +136,24 @@ class ReplayEngine:
         # ... and what a miss is compared with: per method, the unplayed ones in recorded order (a
         # dict as an ordered set: taking one out costs nothing)
         self._unplayed_by_method: dict[str | None, dict[Interaction, None]] = defaultdict(dict)  # None: any method
-        for interaction in index.interactions:
-            self._requests[self._key(interaction.request)].append(interaction)
-            self._unplayed_by_method[interaction.request["method"]][interaction] = None
-            self._unplayed_by_method[None][interaction] = None
+        self._polls_about: dict[Any, list[Interaction]] = defaultdict(list)  # task id -> its recorded polls
         self._sizes: dict[Interaction, int] = {}  # encoded size of the recorded requests compared so far
         self._notifications: dict[Hashable, deque[ItemKey]] = defaultdict(deque)
-        for key, item in index.notifications:
-            self._notifications[self._key(item)].append(key)
-        self._answers = {request_id: deque(keys) for request_id, keys in index.answers.items()}
-        self._raw = {payload: deque(keys) for payload, keys in index.raw.items()}
+        # the client's status notifications about tasks it runs: when it sends them is its clock's
+        # business, so they are taken in order, and one more than recorded is no miss
+        self._task_statuses: deque[ItemKey] = deque()
+        self._answers: dict[Any, _Queue] = {}  # server request id -> the client's recorded answers
+        self._raw: dict[bytes, _Queue] = {}  # client bytes that are not JSON-RPC
         # bodiless HTTP requests by (method, path with query, Last-Event-ID)
         self._opens: dict[tuple[Any, Any, str | None], deque[ItemKey]] = defaultdict(deque)
-        for key in index.opens:
-            info = self._item_frames[key].info or {}
-            self._opens[(info.get("method"), info.get("path"), header(info.get("headers"), "last-event-id"))].append(key)
-        self._end = deque(index.ends)
-        self._cancels = {interaction: deque(interaction.cancel_items) for interaction in index.interactions if interaction.cancel_items}
+        self._end: deque[ItemKey] = deque()
+        self._cancels: dict[Interaction, _Queue] = {}
         self._resent: list[Action] = []  # Repeats.ALLOW: answers sent again, ahead of what is released
         self._excused: set[Any] = set()  # live ids whose unrecorded cancel is no miss (excuse_cancel)
         self._played: dict[Hashable, list[Interaction]] = defaultdict(list)
         self._next_in_order = 0  # Repeats.STRICT: index of the next recorded request
         self._dependents: dict[ItemKey, list[ServerItem]] = defaultdict(list)
+        self._consumed: set[ItemKey] = set()  # what a server frame indexed later no longer waits for
         self._by_live_id: dict[Any, Interaction] = {}
         self._ready: list[ServerItem] = []
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
@@ -139,11 +161,81 @@ class ReplayEngine:
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
         self.played_frames: set[int] | None = set() if remember_played else None
-        for server_item in index.server_items:
-            # under response-wins a recorded cancel holds nothing back
-            self._wait(server_item, server_item.deps if race is Race.RESPONSE_WINS else server_item.deps | server_item.cancel_deps)
+        self._taken: dict[str, int] = {}  # how much of each of the index's lists is in the tables above
+        if isinstance(frames, Sequence):  # all there: checked whole before anything is served, as load checks it
+            self._extend(sys.maxsize)
+            index.check_payloads()
+        else:  # read as it goes: a message that is not JSON is reported when it is sent
+            self._extend(INDEX_STEP)
         if race is Race.CANCEL_WINS:
+            self.index_all()  # a response waits for a cancel that may be recorded after it
             self._hold_responses_for_cancels()
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the whole recording is indexed."""
+        return self._index.complete
+
+    def advance(self) -> list[Action]:
+        """Index one more step of a recording read as it is replayed (for an adapter to call while
+        the client is idle): what that released."""
+        self._extend(INDEX_STEP)
+        return self._release()
+
+    def _extend(self, count: int) -> bool:
+        """Index up to `count` more frames and take them into the tables; whether there were any."""
+        if not self._index.extend(count):
+            return False
+        with gc_paused():  # millions of new containers for a big recording, none of them garbage
+            for interaction in self._added("interactions"):
+                method = interaction.request["method"]
+                self._requests[self._key(interaction.request)].append(interaction)
+                self._unplayed_by_method[method][interaction] = None
+                self._unplayed_by_method[None][interaction] = None
+                if is_poll(method) and (task := subject(method, interaction.request.get("params"))) is not None:
+                    self._polls_about[task].append(interaction)
+            for key, item in self._added("notifications"):
+                self._notifications[self._key(item)].append(key)
+                if item["method"] == TASK_STATUS:
+                    self._task_statuses.append(key)
+            for key in self._added("opens"):
+                info = self._item_frames[key].info or {}
+                self._opens[(info.get("method"), info.get("path"), header(info.get("headers"), "last-event-id"))].append(key)
+            self._end += self._added("ends")
+            for server_item in self._added("server_items"):
+                # under response-wins a recorded cancel holds nothing back
+                deps = server_item.deps if self._race is Race.RESPONSE_WINS else server_item.deps | server_item.cancel_deps
+                self._wait(server_item, deps - self._consumed if self._consumed else deps)
+        return True
+
+    def _added(self, name: str) -> list[Any]:
+        """What the index's list `name` gained since it was last asked."""
+        added = getattr(self._index, name)
+        start, self._taken[name] = self._taken.get(name, 0), len(added)
+        return added[start:] if start else added
+
+    def index_all(self) -> None:
+        """Index the rest of the recording (what it releases goes out with the next reception)."""
+        while self._extend(sys.maxsize):
+            pass
+
+    def _until(self, found: Callable[[], Found]) -> Found:
+        """`found()`, indexing more of the recording until it finds something or the recording is exhausted."""
+        while not (result := found()) and self._extend(INDEX_STEP):
+            pass
+        return result
+
+    def _queue(self, queues: dict[Hashable, _Queue], recorded: dict[Any, list[ItemKey]], key: Hashable) -> _Queue | None:
+        """The unplayed part of `recorded[key]` (None while the index has none)."""
+        queue = queues.get(key)
+        if queue is None and (keys := recorded.get(key)) is not None:
+            queue = queues[key] = _Queue(keys)
+        return queue
+
+    def _cancels_of(self, interaction: Interaction) -> _Queue:
+        if interaction not in self._cancels:
+            self._cancels[interaction] = _Queue(interaction.cancel_items)
+        return self._cancels[interaction]
 
     def _key(self, message: dict[str, Any]) -> Hashable:
         return self._matcher.key(message["method"], message.get("params"))
@@ -183,7 +275,7 @@ class ReplayEngine:
         and everything after this point can trust the shape of what it is handed."""
         if incoming is None:
             incoming = read_client(payload)
-        if incoming.message is None and (recorded := self._raw.get(payload)):
+        if incoming.message is None and (recorded := self._until(lambda: self._queue(self._raw, self._index.raw, payload))):
             key = recorded.popleft()  # bytes that are not JSON-RPC, sent by the recorded client too
             self._consume(key)
             return Reception(self._release(), channel=self._item_frames[key].channel)
@@ -207,7 +299,7 @@ class ReplayEngine:
         it plays the first unplayed recorded exchange with that method, target and Last-Event-ID,
         if there is one."""
         opening = (method, target, last_event_id)
-        recorded = self._opens.get(opening)
+        recorded = self._until(lambda: self._opens.get(opening))
         if not recorded:
             return self._poll_back_again(opening)
         key = recorded.popleft()
@@ -223,6 +315,7 @@ class ReplayEngine:
         again = self._played_opens.get(opening) if self._polls is Polls.LATEST else None
         if again is None:
             return Reception([])
+        self.index_all()
         channel = self._item_frames[again].channel
         if channel not in self._channel_server_items:
             self._channel_server_items[channel] = [item for item in self._index.server_items if item.frame.channel == channel]
@@ -236,6 +329,7 @@ class ReplayEngine:
         more goes out for them. Under Race.RECORDED a close the recording does not have is a miss,
         as an unrecorded notifications/cancelled is; a long-lived request's stream (subscriptions/listen)
         is the client's to close whenever it likes."""
+        self.index_all()
         for interaction in self._channel_interactions.get(channel, ()):
             if interaction.withheld:
                 continue
@@ -253,10 +347,12 @@ class ReplayEngine:
     def held_open(self, channel: str) -> bool:
         """Whether the recorded client closed this exchange's stream before the server answered
         what it carried: the replay keeps it open, as that server did, until the live client closes."""
+        self.index_all()
         return channel in self._closed_by_client
 
     def opens_to(self, method: str, target: str) -> bool:
         """Whether the recording has a bodiless `method` request to `target` at all (played or not)."""
+        self.index_all()
         return any(key[:2] == (method, target) for key in self._opens)
 
     def note_unmatched(self, summary: str, reason: str) -> None:
@@ -265,12 +361,14 @@ class ReplayEngine:
 
     def end(self) -> list[Action]:
         """The live client closed its side (stdin EOF, or the end of an HTTP session)."""
+        self.index_all()
         if self._end:
             self._consume(self._end.popleft())
         return self._release()
 
     @property
     def report(self) -> Report:
+        self.index_all()
         self._report.unused = [i.describe() for i in self._interactions if not i.matched]
         return self._report
 
@@ -278,6 +376,7 @@ class ReplayEngine:
         """An HTTP exchange is answered once, to the live POST that matched it. What its recorded
         body held that this POST did not is skipped, so the answer comes now, without the
         responses to requests the live client never made."""
+        self.index_all()
         for interaction in self._channel_interactions.get(channel, ()):
             if not interaction.matched and not interaction.withheld:
                 interaction.withheld = True
@@ -304,12 +403,12 @@ class ReplayEngine:
         if kind is MessageType.REQUEST:
             return self._receive_request(item, size)
         if kind in (MessageType.RESULT, MessageType.ERROR):
-            recorded = self._answers.get(item["id"])
+            recorded = self._until(lambda: self._queue(self._answers, self._index.answers, item["id"]))
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
             if recorded:
                 self._learn_client_task(items(self._item_frames[recorded[0]].message)[recorded[0][1]], item)
         elif item["method"] == TASK_STATUS:
-            if not self._task_statuses:
+            if not self._until(lambda: self._task_statuses):
                 return None, []  # sent on the client's clock: one more than recorded is no miss
             key = self._task_statuses.popleft()
             self._consume(key)
@@ -319,12 +418,13 @@ class ReplayEngine:
             interaction = self._by_live_id.get(live_id)
             if interaction is not None and (self._race is Race.CANCEL_WINS or interaction.long_lived or live_id in self._excused):
                 interaction.withheld = True
-                if not interaction.cancel_items:  # unrecorded, but this policy (or a stream's end) is always honoured
+                if not self._until(lambda: interaction.cancel_items):  # unrecorded, but this policy (or a stream's end) is always honoured
                     return None, []
-            recorded = self._cancels.get(interaction) if interaction is not None else None
+            recorded = self._until(lambda: self._cancels_of(interaction)) if interaction is not None else None
             miss = (f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
         else:
-            recorded = self._notifications.get(self._matcher.key(item["method"], item.get("params")))
+            notification = self._matcher.key(item["method"], item.get("params"))
+            recorded = self._until(lambda: self._notifications.get(notification))
             miss = (item["method"], "the recording has no such notification from the client at this point")
         if not recorded:
             self._miss(*miss)
@@ -342,7 +442,9 @@ class ReplayEngine:
     def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
         key = self._matcher.key(request["method"], request.get("params"))
         polled = self._polls is Polls.LATEST and is_poll(request["method"])
-        interaction = self._take_poll(key, request) if polled else self._take(key, request)
+        if polled and self._clock is not None:
+            self.index_all()  # the newest poll the recorded clock has reached may be anywhere
+        interaction = self._until(lambda: self._take_poll(key, request) if polled else self._take(key, request))
         if interaction is None:
             previous = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
             if previous is not None:
@@ -419,8 +521,11 @@ class ReplayEngine:
         return None
 
     def _next_unplayed(self) -> Interaction | None:
-        while self._next_in_order < len(self._interactions) and self._interactions[self._next_in_order].matched:
-            self._next_in_order += 1
+        while True:
+            while self._next_in_order < len(self._interactions) and self._interactions[self._next_in_order].matched:
+                self._next_in_order += 1
+            if self._next_in_order < len(self._interactions) or not self._extend(INDEX_STEP):
+                break
         return self._interactions[self._next_in_order] if self._next_in_order < len(self._interactions) else None
 
     def _last_played(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
@@ -478,6 +583,7 @@ class ReplayEngine:
     # --- releasing -------------------------------------------------------------------------
 
     def _consume(self, key: ItemKey) -> None:
+        self._consumed.add(key)
         if self.played_frames is not None:
             self.played_frames.add(key[0])
         frame = self._item_frames.get(key)
@@ -522,7 +628,7 @@ class ReplayEngine:
         if not changed:
             return Action(frame, server_item.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
-        return Action(frame, encode(message), gap)
+        return Action(frame, checked_payload(frame, message), gap)
 
 
 def _task_id(answer: dict[str, Any]) -> Any:

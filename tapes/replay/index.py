@@ -27,15 +27,17 @@ live state on top.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import CassetteError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
 
@@ -78,10 +80,18 @@ class ServerItem:
 
     frame: Frame
     owners: list[Interaction | None]  # per batch item: the interaction it belongs to
-    payload: bytes  # the frame's wire bytes, encoded once: most frames go out as recorded
     deps: set[ItemKey]
     cancel_deps: set[ItemKey]  # cancels of the requests it answers, recorded before it
     waiting: int = 0  # live state: how many of its dependencies the engine has yet to see
+    _payload: bytes | None = field(default=None, repr=False)
+
+    @property
+    def payload(self) -> bytes:
+        """The frame's wire bytes, encoded once, when first asked (most frames go out as recorded,
+        many never do); raises CassetteError for a message that is not JSON."""
+        if self._payload is None:
+            self._payload = checked_payload(self.frame)
+        return self._payload
 
     def answers(self, interaction: Interaction) -> bool:
         """Whether the frame carries the response to `interaction`'s request."""
@@ -96,7 +106,8 @@ class ServerItem:
 @dataclass
 class RecordingIndex:
     """Every recorded frame placed: client items by what they are, server frames with their
-    dependencies. Built by `RecordingIndex.of(frames)`."""
+    dependencies. Built at once by `RecordingIndex.of(frames)`, or as far as needed by `reading`
+    and `extend`."""
 
     item_frames: dict[ItemKey, Frame] = field(default_factory=dict)  # every client item's frame
     interactions: list[Interaction] = field(default_factory=list)
@@ -114,12 +125,46 @@ class RecordingIndex:
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
     closed_by_client: set[str] = field(default_factory=set)
 
+    complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
+    _walk: _Walk = field(init=False, repr=False)
+    _frames: Iterator[Frame] = field(init=False, repr=False)  # the frames not indexed yet
+
     @classmethod
-    def of(cls, frames: Sequence[Frame]) -> RecordingIndex:
-        index = cls()
-        with gc_paused():  # as for loading: millions of new containers, none of them garbage
-            _Walk(index).walk(frames)
+    def of(cls, frames: Iterable[Frame]) -> RecordingIndex:
+        """The whole recording indexed and checked (`check_payloads`)."""
+        index = cls.reading(frames)
+        while index.extend(sys.maxsize):
+            pass
+        index.check_payloads()
         return index
+
+    @classmethod
+    def reading(cls, frames: Iterable[Frame]) -> RecordingIndex:
+        """An index of nothing yet, which `extend` grows along `frames` (read no further than it goes):
+        the walk is sequential, so what it has indexed is what the whole recording's index has up
+        to that frame, and the lists here only grow, at their ends."""
+        index = cls()
+        index._walk = _Walk(index)
+        index._frames = iter(frames)
+        return index
+
+    def check_payloads(self) -> None:
+        """Encode every server frame indexed so far, so that a message that is not JSON is reported
+        now rather than when it is sent (a client frame's is checked as it is indexed)."""
+        for server_item in self.server_items:
+            server_item.payload  # encoded for its check, and kept
+
+    def extend(self, count: int) -> bool:
+        """Index up to `count` more frames; whether there were any. Raises CassetteError for a frame
+        that cannot be replayed (and a frames iterator's own, a damaged cassette's, as it reads)."""
+        if self.complete:
+            return False
+        with gc_paused():  # as for loading: millions of new containers, none of them garbage
+            walked = self._walk.walk(islice(self._frames, count))
+        if walked < count:
+            self.complete = True
+            self._frames = iter(())
+        return walked > 0
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:
         """The interaction each recorded message item belongs to, on both sides."""
@@ -149,8 +194,11 @@ class _Walk:
         self.last_session_item: ItemKey | None = None  # ... the last JSON-RPC item or DELETE (ends a session's streams)
         self.streams: set[str] = set()  # HTTP channels opened by a GET (the standalone or legacy SSE stream)
 
-    def walk(self, frames: Sequence[Frame]) -> None:
+    def walk(self, frames: Iterable[Frame]) -> int:
+        """Index `frames`, which follow those walked before; how many there were."""
+        walked = 0
         for frame in frames:
+            walked += 1
             if frame.from_client:
                 if frame.message is not None:
                     checked_payload(frame)  # only checked: a client frame is never sent
@@ -165,6 +213,7 @@ class _Walk:
                         self.index.channel_items[frame.channel] += keys
             else:
                 self.server_frame(frame)
+        return walked
 
     def client_frame(self, frame: Frame) -> list[ItemKey]:
         index = self.index
@@ -221,11 +270,12 @@ class _Walk:
             interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ())
         ):
             index.closed_by_client.add(frame.channel)
-        payload = checked_payload(frame)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one
-            owners = [self.owner(frame, item) for item in items(frame.message)]
-            for item, owner in zip(items(frame.message), owners, strict=True):
-                if owner is not None and classify(item) in (MessageType.RESULT, MessageType.ERROR):
+            message_items = items(frame.message)
+            kinds = [classify(item) for item in message_items]
+            owners = [self.owner(frame, item, kind) for item, kind in zip(message_items, kinds, strict=True)]
+            for item, kind, owner in zip(message_items, kinds, owners, strict=True):
+                if owner is not None and kind in (MessageType.RESULT, MessageType.ERROR):
                     self.open_by_id.pop(item["id"], None)
                     if owner in self.pending:
                         self.pending.remove(owner)
@@ -262,13 +312,14 @@ class _Walk:
                 # also after the last message the client had sent, which may be what caused it; its
                 # end after a DELETE that came later (else a client still busy reopens the stream)
                 deps.add(cause)
-        server_item = ServerItem(frame, owners, payload, deps, cancel_deps)
+        server_item = ServerItem(frame, owners, deps, cancel_deps)
         index.server_items.append(server_item)
-        for interaction in {id(i): i for i in [*owners, *exchange] if i is not None}.values():
+        related = [interaction for interaction in (*owners, *exchange) if interaction is not None]
+        for interaction in {id(i): i for i in related}.values() if len(related) > 1 else related:
             interaction.server_items.append(server_item)
 
-    def owner(self, frame: Frame, item: dict[str, Any]) -> Interaction | None:
-        kind = classify(item)
+    def owner(self, frame: Frame, item: dict[str, Any], kind: MessageType) -> Interaction | None:
+        """The interaction a server message item (classified as `kind`) belongs to, if any."""
         if kind in (MessageType.RESULT, MessageType.ERROR):
             return self.open_by_id.get(item["id"])
         if kind is MessageType.REQUEST:
@@ -290,10 +341,10 @@ class _Walk:
         return None
 
 
-def checked_payload(frame: Frame) -> bytes:
-    """The frame's wire bytes; a message read from an untrusted cassette must be JSON (msgpack can
-    also hold bytes), which encoding it checks."""
+def checked_payload(frame: Frame, message: Any = None) -> bytes:
+    """The frame's wire bytes, or those of `message` (its message with live ids put in); a message
+    read from an untrusted cassette must be JSON (msgpack can also hold bytes), which encoding it checks."""
     try:
-        return frame.payload
+        return frame.payload if message is None else encode(message)
     except (TypeError, ValueError) as error:
         raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None

@@ -4,7 +4,9 @@ server needs (record mode new_episodes), and the session's part of the summary.
 
 An adapter (stdio, HTTP, in-memory, ...) only moves bytes:
 1. `start()` once, then `receive()` for each live client message (HTTP: `open()` for a bodiless
-   request), `end()` when the client closes its side; each returns a `Reception`.
+   request), `end()` when the client closes its side; each returns a `Reception`. A session
+   over frames read as it goes (a `CassetteStream`) wants `advance()` while the client is idle,
+   until it is `indexed`.
 2. It writes each `Reception.actions` frame as its kind and channel say, and each reply on
    whatever carried the live message.
 3. When a reception `missed` and `may_hand_over`, it may start the real server, warm it up from
@@ -15,7 +17,7 @@ An adapter (stdio, HTTP, in-memory, ...) only moves bytes:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
@@ -29,7 +31,7 @@ from tapes.wire.jsonrpc import Incoming, MessageType, classify, encode, items, p
 
 
 class ReplaySession:
-    def __init__(self, frames: Sequence[Frame], control: ReplayControl, *, may_hand_over: bool = False,
+    def __init__(self, frames: Iterable[Frame], control: ReplayControl, *, may_hand_over: bool = False,
                  name: str | None = None) -> None:
         self.name = name  # the recorded session's id, when a cassette holds several
         self.engine: ReplayEngine = control.engine(frames, remember_played=may_hand_over)
@@ -68,6 +70,20 @@ class ReplaySession:
 
     def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
         return self._noted(self.engine.open(method, target, last_event_id))
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the whole recording is indexed (see `advance`)."""
+        return self.engine.indexed
+
+    def advance(self) -> Reception:
+        """For a recording read as it is replayed: index one more bounded step of it, for an adapter
+        to call while the client is idle, so what the live client already released goes out."""
+        return self._noted(Reception(self.engine.advance()))
+
+    def index_all(self) -> None:
+        """Index the rest of the recording (what it releases is not sent: for a session that ended)."""
+        self.engine.index_all()
 
     def end(self) -> Reception:
         return self._noted(Reception(self.engine.end()))

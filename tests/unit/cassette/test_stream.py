@@ -10,7 +10,7 @@ import pytest
 
 from tapes.cassette.capture import CAPTURE_KEY, chunk_head
 from tapes.cassette.stdio_framer import Stream
-from tapes.cassette.store import Cassette, CassetteError, load, save, stream
+from tapes.cassette.store import Cassette, CassetteError, frame_record, load, loads, save, stream
 
 from tests.support.samples import EVERY_KIND, EVERY_KIND_HEADER, write_cassette
 
@@ -99,3 +99,13 @@ def test_a_stream_closed_early_yields_no_more(tmp_path: Path) -> None:
     with stream(path) as frames:
         assert next(iter(frames)) == EVERY_KIND[0]
     assert list(frames) == []
+
+
+def test_every_cut_of_a_v1_last_frame_warns_and_keeps_the_frames_before() -> None:
+    head = msgpack.packb(EVERY_KIND_HEADER.record(1)) + b"".join(msgpack.packb(frame_record(f)) for f in EVERY_KIND[:-1])
+    content = head + msgpack.packb(frame_record(EVERY_KIND[-1]))
+    for end in range(len(head) + 1, len(content)):
+        cassette = loads(content[:end], "v1.tape")
+        assert cassette.frames == EVERY_KIND[:-1]
+        assert len(cassette.warnings) == 1 and f"truncated at byte {len(head)}" in cassette.warnings[0]
+    assert loads(content[: len(head)]).warnings == []

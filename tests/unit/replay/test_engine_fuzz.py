@@ -1,6 +1,7 @@
 """Hostile input never stops a replay: generated JSON-RPC-shaped messages (recorded ones with
 fields swapped for odd values, batches, deep nesting, bytes that are not JSON) go into the replay
-engine of every committed cassette, and each is answered without an exception.
+engine of every committed cassette, and each is answered without an exception; an engine reading
+the recording as it goes answers them as one over the whole recording does.
 
 The example count comes from TAPES_FUZZ_EXAMPLES (bench/fuzz_engine.py runs 100 000)."""
 
@@ -13,11 +14,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import load
+from tapes.replay import engine as engine_module
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.sessions import split_sessions
 from tapes.wire.jsonrpc import items
@@ -124,3 +127,31 @@ def test_the_engine_answers_anything_a_client_sends(replay: tuple[Path, int, lis
         engine.open("GET", last_event_id)
     engine.end()
     assert engine.report.lines()
+
+
+@settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(replay=replays())
+def test_an_engine_reading_the_recording_as_it_goes_answers_as_the_whole_one(
+    replay: tuple[Path, int, list[bytes], list[str | None]],
+) -> None:
+    """The same hostile input, to an engine that indexes one frame at a time: the same replies,
+    the same frames sent in the end, the same report."""
+    path, session, sent, opened = replay
+    frames = sessions(path)[session]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine_module, "INDEX_STEP", 1)
+        outcomes = [_driven(engine, sent, opened) for engine in (ReplayEngine(frames), ReplayEngine(iter(frames)))]
+    assert outcomes[0] == outcomes[1]
+
+
+def _driven(engine: ReplayEngine, sent: list[bytes], opened: list[str | None]) -> tuple[list[Any], ...]:
+    actions = list(engine.start())
+    replies = []
+    for payload in sent:
+        reception = engine.receive(payload)
+        actions += reception.actions
+        replies += [reply.payload for reply in reception.replies]
+    for last_event_id in opened:
+        actions += engine.open("GET", last_event_id).actions
+    actions += engine.end()
+    return sorted((action.frame.seq, action.payload) for action in actions), replies, engine.report.lines()
