@@ -178,7 +178,8 @@ def test_every_cassette_draws_its_lanes_and_channels(
 ) -> None:
     cassette = load(cassette_path)
     open_page(browser, render_page(cassette, cassette_path.name), tmp_path / "page.html")
-    assert browser.evaluate("document.querySelectorAll('.row').length") == len(cassette.frames)
+    assert browser.evaluate("document.querySelector('.count').textContent") == f"{len(cassette.frames)} frames"
+    assert browser.evaluate("document.querySelectorAll('.row').length") <= len(cassette.frames)
     assert visible_texts(browser, ".heads .lane") == ["Client", "Server"]
     channels = list(dict.fromkeys(frame.channel for frame in cassette.frames))
     heads = browser.evaluate("[...document.querySelectorAll('.chhead')].map((head) => head.textContent)")
@@ -271,7 +272,8 @@ def test_a_thousand_frames_over_many_streams_draw(browser: Browser, tmp_path: Pa
                                 frame.message, frame.data, frame.info))
     open_page(browser, render_page(Cassette(Header("http", {"url": "http://x/mcp"}), frames[:1000]), "long.tape"),
               tmp_path / "page.html")
-    assert browser.evaluate("document.querySelectorAll('.row').length") == 1000
+    assert browser.evaluate("document.querySelector('.count').textContent") == "1000 frames"
+    assert browser.evaluate("document.querySelectorAll('.row').length") < 100  # only those on screen
     # each cut POST ends before the GET that resumes it starts: one column carries all 168 channels
     assert browser.evaluate("document.querySelectorAll('.chhead').length") == 1
     assert visible_texts(browser, "#s0f1 .chtag") == ["http:1"]
