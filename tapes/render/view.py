@@ -488,6 +488,7 @@ class _Links:
         self.unsettled: dict[str, list[_Interaction]] = {}  # channels whose session is not known yet
         self.last_event: dict[str, tuple[int, int, str]] = {}  # SSE event id -> (row, seq, channel) carrying it last
         self.resumed: dict[str, tuple[int, str, int]] = {}  # channel -> (origin row, resuming channel, its seq)
+        self.ends: dict[str, int] = {}  # channel -> the row of its stream end
         self.watched: list[_Interaction] = []  # those with marks to write at the end (counts, cancels)
 
     def session(self, channel: _Channel) -> _Session:
@@ -531,7 +532,11 @@ class _Links:
         origin_row, origin_seq, origin_channel = origin
         mark(row, "resume", f"⟲ resumes {origin_channel} after {resumed_from[:40]}", origin_seq,
              f"the client resumes {origin_channel} after its event {resumed_from}")
-        self.resumed[origin_channel] = (origin_row, frame.channel, frame.seq)
+        end = self.ends.get(origin_channel)
+        if end is not None and end >= origin_row:
+            self._mark_resumed(end, frame.channel, frame.seq)
+        else:  # its end comes later, or never: the mark goes on the end, or on the event
+            self.resumed[origin_channel] = (origin_row, frame.channel, frame.seq)
 
     def sse_event(self, frame: Frame, row: int) -> None:
         info = frame.info or {}
@@ -545,6 +550,7 @@ class _Links:
         reason = (frame.info or {}).get("reason")
         if reason in ("client_disconnect", "upstream_error"):
             self.diagram.mark(row, "cut", "✂ stream cut", None, f"the stream broke: {reason}")
+        self.ends.setdefault(frame.channel, row)
         if frame.channel in self.resumed and self.resumed[frame.channel][0] <= row:
             self._mark_resumed(row, *self.resumed.pop(frame.channel)[1:])
 
