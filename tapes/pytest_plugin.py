@@ -37,17 +37,17 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from recorder.process import TAPES
-from tapes.cassette.frames import STDIO, Kind
 from tapes.analysis.rerecord import settle
+from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.redact import RedactionRuleError, RedactionRules
 from tapes.cassette.store import load
 from tapes.config import FORMATS, RECORD_MODES, Config, load_config
@@ -55,6 +55,7 @@ from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.matching import portable_matcher_name
 
+T = TypeVar("T")
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "polls", "timing", "faults")
 _LISTS = ("ignore", "faults", "redact_headers", "redact_paths")  # what adds up when markers merge
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", "redact_headers", "redact_paths", *_CONTROL_OPTIONS,
@@ -159,24 +160,33 @@ def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
 
 
 def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, list[str]]:
-    """The replay control the markers and [tool.tapes] ask for, and the same as `tapes replay` flags."""
+    """The replay control the markers and [tool.tapes] ask for, and the same as `tapes replay` flags.
+    A bad name fails here, in the test's setup, not in the replayer."""
+    return _or_fail(_control_and_flags, asked, settings, prefix="tape marker: ")
+
+
+def _or_fail(call: Callable[..., T], *args: Any, prefix: str = "") -> T:
+    """`call(*args)`, or the test failed with the one sentence of the UserError it raised (failed
+    out of the except block: pytest would show the error it handled too)."""
+    try:
+        return call(*args)
+    except UserError as error:
+        problem = f"{prefix}{error}"
+    pytest.fail(problem, pytrace=False)
+
+
+def _control_and_flags(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, list[str]]:
     values = settings.control_settings()
     values.update({name: asked[name] for name in _CONTROL_OPTIONS if asked.get(name) is not None})
     values["ignore"] = (*settings.ignore, *asked.get("ignore", ()))
     values["faults"] = (*settings.faults, *asked.get("faults", ()))
     hook = asked.get("before_record") or settings.before_record
-    try:
-        # a bad name fails here, in the test's setup, not in the replayer
-        control = ReplayControl.build(**values, before_record=hook)
-    except UserError as error:
-        pytest.fail(f"tape marker: {error}", pytrace=False)
+    control = ReplayControl.build(**values, before_record=hook)
     flags = []
     for name in ("match", "race", "repeats", "polls", "timing"):
         flags += [f"--{name}", str(values[name])]
-    try:  # a stdio replay runs in a process of its own: a matcher registered here goes by its file
-        flags[1] = portable_matcher_name(flags[1])
-    except UserError as error:
-        pytest.fail(f"tape marker: {error}", pytrace=False)
+    # a stdio replay runs in a process of its own: a matcher registered here goes by its file
+    flags[1] = portable_matcher_name(flags[1])
     for pointer in values["ignore"]:
         flags += ["--ignore", pointer]
     for fault in values["faults"]:
@@ -321,10 +331,7 @@ def _upstream_failed(recording: Path) -> bool:
 def tape_server(tape: Tape) -> list[str]:
     """argv of the stdio server the code under test should launch (replaying or recording)."""
     if not tape.recording:
-        try:
-            transport = load(tape.path).header.transport
-        except UserError as error:
-            pytest.fail(str(error), pytrace=False)
+        transport = _or_fail(load, tape.path).header.transport
         if transport != STDIO:
             pytest.fail(f"{tape.path} was recorded over HTTP: use the tape_url fixture to replay it", pytrace=False)
     return tape.server_command()
@@ -342,10 +349,7 @@ def tape_transport(tape: Tape) -> Any:
         return StdioServerParameters(command=command[0], args=command[1:])
     from replayer.memory import ReplayTransport
 
-    try:
-        return ReplayTransport(load(tape.path), tape.control, tape.report_path)
-    except UserError as error:
-        pytest.fail(str(error), pytrace=False)
+    return _or_fail(lambda: ReplayTransport(load(tape.path), tape.control, tape.report_path))
 
 
 @pytest.fixture
@@ -366,7 +370,7 @@ def tape_url(tape: Tape) -> Iterator[str]:
         if not tape.upstream:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
         options.new_episodes = NewEpisodes(tape.upstream, tape.path, tape.http_record_flags)
-    with replay_server(tape.path, options=options) as server:
+    with replay_server(_or_fail(load, tape.path), options=options) as server:
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown
 
@@ -376,10 +380,7 @@ def _http_recorder(output: Path, upstream: str, flags: list[str]) -> Iterator[st
     """`tapes record --upstream` on a free port while the block runs; yields where the client goes."""
     from recorder.process import HttpRecorderProcess
 
-    try:
-        recorder = HttpRecorderProcess(output, upstream, flags)
-    except UserError as error:
-        pytest.fail(str(error), pytrace=False)
+    recorder = _or_fail(HttpRecorderProcess, output, upstream, flags)
     try:
         yield recorder.url
     finally:

@@ -14,11 +14,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_plus
 
-from tapes.cassette.frames import Frame
+from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.redact import Redactor
 from tapes.cassette.scrub import FrameHook, hook_label
 from tapes.cassette.store import Cassette
+from tapes.wire.http import header
 
 _PLACEHOLDER = re.compile(rb"<redacted:(\d+)>")
 
@@ -57,8 +59,9 @@ def redact_cassette(cassette: Cassette, redactor: Redactor, hook: FrameHook | No
             entry.placeholders.add(placeholder)
 
     frames = []
+    content_types: dict[tuple[str, str], str | None] = {}  # (channel, direction) -> its head's content type
     for frame in cassette.frames:
-        redacted = _redacted_frame(frame, redactor, note)
+        redacted = _redacted_frame(frame, redactor, note, content_types)
         if hook is not None:
             scrubbed = hook(redacted)
             if scrubbed is None:
@@ -88,16 +91,31 @@ def _keep_existing_placeholders(cassette: Cassette, redactor: Redactor) -> None:
         redactor.placeholder(f"<redacted:{number}>")
 
 
-def _redacted_frame(frame: Frame, redactor: Redactor, note: Any) -> Frame:
+def _redacted_frame(frame: Frame, redactor: Redactor, note: Any, content_types: dict[tuple[str, str], str | None]) -> Frame:
     changes: dict[str, Any] = {}
     headers = (frame.info or {}).get("headers")
+    if frame.kind in (Kind.HTTP_REQUEST, Kind.HTTP_RESPONSE):
+        content_types[(frame.channel, frame.direction)] = header(headers, "content-type")
+    if frame.kind is Kind.HTTP_REQUEST and (target := frame.info.get("path")):
+        redacted_target = redactor.path(target)
+        if redacted_target != target:
+            for placeholder in _new_placeholders(target, redacted_target):
+                note("query", frame.seq, placeholder)
+            changes["info"] = {**frame.info, "path": redacted_target}
+    if frame.kind is Kind.RAW and frame.channel != STDIO and frame.data:
+        # a form or JSON document on an HTTP exchange (an OAuth token request or answer, say)
+        body = redactor.body(content_types.get((frame.channel, frame.direction)), frame.data)
+        if body != frame.data:
+            for placeholder in _new_placeholders(frame.data.decode("utf-8", "replace"), body.decode("utf-8", "replace")):
+                note("body", frame.seq, placeholder)
+            changes["data"] = body
     if headers:
         new_headers = redactor.headers((name, value) for name, value in headers)
         if new_headers != [list(pair) for pair in headers]:
             for (name, old), (_, new) in zip(headers, new_headers):
                 if old != new:
                     note(f"header {name}", frame.seq, new)
-            changes["info"] = {**frame.info, "headers": new_headers}
+            changes["info"] = {**changes.get("info", frame.info), "headers": new_headers}
     if frame.message is not None:
         message, changed = redactor.message(frame.message)
         if changed:
@@ -106,6 +124,13 @@ def _redacted_frame(frame: Frame, redactor: Redactor, note: Any) -> Frame:
             changes["message"] = message
             changes["data"] = None  # the verbatim bytes held the secret too
     return dataclasses.replace(frame, **changes) if changes else frame
+
+
+def _new_placeholders(old: str, new: str) -> set[str]:
+    """The placeholders in `new` that `old` did not have (a form body holds them URL-encoded)."""
+    def found(text: str) -> set[str]:
+        return {match[0].decode() for match in _PLACEHOLDER.finditer(unquote_plus(text).encode())}
+    return found(new) - found(old)
 
 
 def _changed_leaves(old: Any, new: Any, path: str) -> Iterator[tuple[str, Any]]:

@@ -25,7 +25,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
@@ -86,6 +86,8 @@ class Header:
         if version not in READABLE_VERSIONS:
             raise ValueError(f"format version {version!r:.20} is not supported (this reads {READABLE_VERSIONS[0]} to {FORMAT_VERSION})")
         for name, kind in (("transport", str), ("server", dict), ("created", str), ("tool", str)):
+            if name not in fields:
+                raise ValueError(f"it has no {name}")
             if not isinstance(fields[name], kind):
                 raise TypeError(f"its {name} is not a {'map' if kind is dict else 'string'}")
         redaction, labels = fields.get("redaction", []), fields.get("labels", {})
@@ -437,47 +439,94 @@ _MSGPACK_MAP_STARTS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
 # a v2 array of 5 to 8 fields.
 _V1_FRAME_STARTS = [bytes([0x80 + size]) + msgpack.packb("seq") for size in range(5, 9)]
 _V2_FRAME_STARTS = frozenset(range(0x95, 0x99))
+_READ_SIZE = 1 << 20
+_NIL = b"\xc0"
 
 
-def _may_start_a_v2_frame(start: bytes) -> bool:
-    return start[0] in _V2_FRAME_STARTS
+class CassetteStream:
+    """A cassette read as it is iterated, so a big one is usable before its end is read. `header`
+    is read at once (`stream` raises what is wrong with it); iterating yields the checked frames
+    in order and raises, when it reaches a damaged frame, the CassetteError `load` would (one
+    sentence naming the frame and its byte offset); `warnings` (a truncated last frame, a raw
+    capture framed now) are complete once the iteration has ended. It iterates once. The file
+    is closed when the iteration ends, or by `close` (a with block)."""
+
+    def __init__(self, header: Header, frames: Generator[Frame], warnings: list[str], file: BinaryIO) -> None:
+        self.header = header
+        self.warnings = warnings
+        self._frames = frames
+        self._file = file
+
+    def __iter__(self) -> Iterator[Frame]:
+        return self._frames
+
+    def close(self) -> None:
+        self._frames.close()
+        self._file.close()
+
+    def __enter__(self) -> CassetteStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _may_start_a_capture_record(start: bytes) -> bool:
-    return first_bytes_of_a_record(start[0])
+def stream(path: str | os.PathLike[str]) -> CassetteStream:
+    """Open a cassette in either format for reading as it is iterated (`CassetteStream`). Raises
+    CassetteError with one sentence when the file cannot be read or its header is unusable."""
+    name = str(path)
+    try:
+        file = open(path, "rb")  # noqa: SIM115 - the stream owns it
+    except OSError as error:
+        raise _unreadable(name, error) from None
+    try:
+        return _stream(file, os.fstat(file.fileno()).st_size, name)
+    except BaseException as error:
+        file.close()
+        if isinstance(error, OSError):
+            raise _unreadable(name, error) from None
+        raise
 
 
 def load(path: str | os.PathLike[str]) -> Cassette:
-    """Read a cassette in either format. Raises CassetteError with one sentence naming the
+    """Read a whole cassette in either format. Raises CassetteError with one sentence naming the
     problem and, for damaged content, the frame and its byte offset."""
-    name = str(path)
-    try:
-        with open(path, "rb") as file:
-            return _load(file, os.fstat(file.fileno()).st_size, name)
-    except FileNotFoundError:
-        raise CassetteError(f"{name}: no such cassette file") from None
-    except IsADirectoryError:
-        raise CassetteError(f"{name}: is a directory, not a cassette file") from None
-    except OSError as error:
-        raise CassetteError(f"{name}: cannot be read ({error.strerror})") from None
+    with stream(path) as frames:
+        return _collected(frames)
 
 
 def loads(content: bytes, name: str = "<cassette>") -> Cassette:
     """`load` for content already in memory; `name` stands for the file in messages."""
-    return _load(io.BytesIO(content), len(content), name)
+    with _stream(io.BytesIO(content), len(content), name) as frames:
+        return _collected(frames)
 
 
-def _load(file: BinaryIO, size: int, name: str) -> Cassette:
+def _collected(frames: CassetteStream) -> Cassette:
+    with gc_paused():
+        return Cassette(frames.header, list(frames), frames.warnings)
+
+
+def _unreadable(name: str, error: OSError) -> CassetteError:
+    if isinstance(error, FileNotFoundError):
+        return CassetteError(f"{name}: no such cassette file")
+    if isinstance(error, IsADirectoryError):
+        return CassetteError(f"{name}: is a directory, not a cassette file")
+    return CassetteError(f"{name}: cannot be read ({error.strerror})")
+
+
+def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
     first = file.read(1)
     if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
-    with gc_paused():
-        if first == b"{":
-            return _load_jsonl(file.read(), name)
-        if first[0] in _MSGPACK_MAP_STARTS:
-            return _load_msgpack(file, size, name)
-    raise CassetteError(f"{name}: is not a cassette (byte 0 starts neither a msgpack map nor a JSON object)")
+    warnings: list[str] = []
+    if first == b"{":
+        header, frames = _jsonl_stream(file, name, warnings)
+    elif first[0] in _MSGPACK_MAP_STARTS:
+        header, frames = _msgpack_stream(file, size, name, warnings)
+    else:
+        raise CassetteError(f"{name}: is not a cassette (byte 0 starts neither a msgpack map nor a JSON object)")
+    return CassetteStream(header, frames, warnings, file)
 
 
 @contextmanager
@@ -517,52 +566,103 @@ class _BadFrame(Exception):
     """A decoded object that is no valid frame: what is wrong with it."""
 
 
-def _load_msgpack(file: BinaryIO, size: int, name: str) -> Cassette:
+class _Damage(Exception):
+    """Object `number` (the header is object 0) is not valid msgpack or not a valid frame."""
+
+    def __init__(self, number: int, error: Exception) -> None:
+        super().__init__(number, error)
+        self.number, self.error = number, error
+
+
+# A reader turns the decoded objects after the header into frames, yielding them; it raises
+# _Damage for a bad object and returns how many frames it made.
+Reader = Callable[[BinaryIO, msgpack.Unpacker], Generator[Frame, None, int]]
+
+
+def _msgpack_stream(file: BinaryIO, size: int, name: str, warnings: list[str]) -> tuple[Header, Generator[Frame]]:
+    # Fed rather than reading the file itself: at the end, one more byte fed tells whether the
+    # last object was whole, with no tell() per frame (`_whole_at_end`).
     unpacker = msgpack.Unpacker(
-        file,
         raw=False,
         max_buffer_size=0,  # the largest allowed (4 GiB): one frame may be a huge tool result
         max_ext_len=0,  # timestamps bypass ext_hook; this refuses them too
         ext_hook=_refuse_extension,
     )
+    head: Any = None
     try:
-        head = next(unpacker)
-    except StopIteration:
-        raise CassetteError(f"{name}: is truncated inside its header (byte 0)") from None
+        while (head := next(unpacker, None)) is None:
+            chunk = file.read(_READ_SIZE)
+            if not chunk:
+                raise CassetteError(f"{name}: is truncated inside its header (byte 0)")
+            unpacker.feed(chunk)
     except ValueError:  # not msgpack after all, e.g. a PNG (0x89 also starts a msgpack map)
         head = None
     header = _header_at(head, name)
     capture = head.get(CAPTURE_KEY)
+    read: Reader
     if capture is not None:
-        read, may_start = _capture_reader(capture, name), _may_start_a_capture_record
+        read, may_start = _capture_reader(capture, name, warnings), _may_start_a_capture_record
     elif header.format == 1:
         read, may_start = _v1_frames, _may_start_a_v1_frame
     else:
         read, may_start = _v2_frames, _may_start_a_v2_frame
+    return header, _msgpack_frames(file, size, name, unpacker, read, may_start, warnings)
 
-    frames: list[Frame] = []
-    warnings: list[str] = []
+
+def _msgpack_frames(
+    file: BinaryIO, size: int, name: str, unpacker: msgpack.Unpacker, read: Reader,
+    may_start: Callable[[bytes], bool], warnings: list[str],
+) -> Generator[Frame]:  # fmt: skip
     try:
-        offset = read(unpacker, frames)  # the end of the last whole object
-    except (_BadFrame, ValueError) as error:  # ValueError: FormatError, StackError, bad UTF-8, refused extensions
-        number = read.records if capture is not None else len(frames)  # type: ignore[attr-defined]
-        where = f"{name}: frame {number + 1} (byte {_offset_of_object(file, number + 1)})"
-        if isinstance(error, _BadFrame):
-            raise CassetteError(f"{where} is not a valid frame ({error})") from None
-        raise CassetteError(f"{where} is not valid msgpack ({_msgpack_problem(error)})") from None
-    if offset < size:
-        # A cut can only leave the start of a frame; anything else there is damage, not a crash.
-        file.seek(offset)
-        start = file.read(len(_V1_FRAME_STARTS[0]))
-        if not may_start(start):
-            raise CassetteError(f"{name}: byte {offset} does not start a frame (the file is damaged there)")
-        warnings.append(
-            f"{name}: the last frame is truncated at byte {offset} "
-            f"({size - offset} bytes ignored); the {len(frames)} frames before it are kept"
-        )
-    if capture is not None:
-        read.finish(frames, warnings)  # type: ignore[attr-defined]
-    return Cassette(header, frames, warnings)
+        try:
+            count = yield from read(file, unpacker)
+        except _Damage as damage:
+            where = f"{name}: frame {damage.number} (byte {_offset_of_object(file, damage.number)})"
+            if isinstance(damage.error, _BadFrame):
+                raise CassetteError(f"{where} is not a valid frame ({damage.error})") from None
+            raise CassetteError(f"{where} is not valid msgpack ({_msgpack_problem(damage.error)})") from None
+        if not _whole_at_end(unpacker):
+            # A cut can only leave the start of a frame; anything else there is damage, not a crash.
+            offset = _offset_of_object(file, read.objects if isinstance(read, _capture_reader) else count + 1)
+            file.seek(offset)
+            if not may_start(file.read(len(_V1_FRAME_STARTS[0]))):
+                raise CassetteError(f"{name}: byte {offset} does not start a frame (the file is damaged there)")
+            warnings.append(
+                f"{name}: the last frame is truncated at byte {offset} "
+                f"({size - offset} bytes ignored); the {count} frames before it are kept"
+            )
+        if isinstance(read, _capture_reader):
+            yield from read.finish()
+    except OSError as error:
+        raise _unreadable(name, error) from None
+    finally:
+        file.close()
+
+
+def _fed(file: BinaryIO, unpacker: msgpack.Unpacker) -> Iterator[None]:
+    """Feeds the rest of the file to `unpacker` a chunk at a time, the first time before its buffer is read."""
+    yield
+    while chunk := file.read(_READ_SIZE):
+        unpacker.feed(chunk)
+        yield
+
+
+def _whole_at_end(unpacker: msgpack.Unpacker) -> bool:
+    """Whether the bytes fed so far ended with a whole object. A nil fed now decodes as that very
+    nil only when no object was begun: in a begun one it would be a part (an element, a byte)."""
+    unpacker.feed(_NIL)
+    try:
+        return next(unpacker, _NIL) is None
+    except ValueError:
+        return False
+
+
+def _may_start_a_v2_frame(start: bytes) -> bool:
+    return start[0] in _V2_FRAME_STARTS
+
+
+def _may_start_a_capture_record(start: bytes) -> bool:
+    return first_bytes_of_a_record(start[0])
 
 
 def _may_start_a_v1_frame(start: bytes) -> bool:
@@ -579,125 +679,163 @@ def _offset_of_object(file: BinaryIO, index: int) -> int:
     return unpacker.tell()
 
 
-def _v1_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
-    append, tell = frames.append, unpacker.tell
-    end = tell()
-    for record in unpacker:
-        try:
-            append(frame_from_record(record))
-        except ValueError as error:
-            raise _BadFrame(error) from None
-        end = tell()
-    return end
+def _v1_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
+    count = 0
+    try:
+        for _ in _fed(file, unpacker):
+            for record in unpacker:
+                try:
+                    frame = frame_from_record(record)
+                except ValueError as error:
+                    raise _BadFrame(error) from None
+                yield frame
+                count += 1
+    except (_BadFrame, ValueError) as error:  # ValueError: FormatError, StackError, bad UTF-8, refused extensions
+        raise _Damage(count + 1, error) from None
+    return count
 
 
-def _v2_frames(unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
+def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
     """The hot loop of loading: the common frame is checked inline, and anything unusual goes
     through `frame_problem` (which also names what is wrong)."""
-    append, tell = frames.append, unpacker.tell
-    end = tell()
+    count = 0
     channels: list[str] = []
     directions, kinds = DIRECTION_CODES, KIND_CODES
-    message_kind, stderr_kind = Kind.MESSAGE, Kind.STDERR
-    pad = [None, None, None]
+    message_kind, stderr_kind, raw_kind = Kind.MESSAGE, Kind.STDERR, Kind.RAW
     mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
     id_types, params_types = _ID_TYPES, _PARAMS_TYPES
-    for record in unpacker:
-        if type(record) is not list or not 5 <= len(record) <= 8:
-            raise _BadFrame("it is not an array of 5 to 8 fields")
-        if len(record) < 8:
-            record += pad[: 8 - len(record)]
-        seq, t, direction, channel, kind, message, data, info = record
-        if type(direction) is not int or type(kind) is not int or not 0 <= direction < 2 or not 0 <= kind < 8:
-            raise _BadFrame(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown")
-        direction, kind = directions[direction], kinds[kind]
-        if type(channel) is int:
-            if not 0 <= channel < len(channels):
-                raise _BadFrame(f"its channel number {channel} was never named")
-            channel = channels[channel]
-        elif type(channel) is str:
-            channel = sys.intern(channel)
-            channels.append(channel)
-        # The common frames: a canonical request, notification or result; a stderr line.
-        if (
-            type(seq) is int and type(t) is float and isfinite(t) and info is None
-            and ((kind is message_kind and data is None and type(message) is dict and message.get("jsonrpc") == "2.0"
-                  and (type(message.get("method")) is str or ("id" in message and "result" in message))
-                  and type(message.get("id")) in id_types and type(message.get("params")) in params_types)
-                 or (kind is stderr_kind and message is None and type(data) is bytes))
-        ):  # fmt: skip
-            frame = mutable(seq, t, direction, channel, kind, message, data, info)
-            frame.__class__ = frame_class
-        else:
-            try:
-                frame = _checked(seq, t, direction, channel, kind, message, data, info)
-            except ValueError as error:
-                raise _BadFrame(error) from None
-        append(frame)
-        end = tell()
-    return end
+    try:
+        for _ in _fed(file, unpacker):
+            for record in unpacker:
+                size = len(record) if type(record) is list else 0
+                if size == 6:  # trailing empty fields are left out: most frames have 6 or 7
+                    seq, t, direction, channel, kind, message = record
+                    data = info = None
+                elif size == 7:
+                    seq, t, direction, channel, kind, message, data = record
+                    info = None
+                elif size == 8:
+                    seq, t, direction, channel, kind, message, data, info = record
+                elif size == 5:
+                    seq, t, direction, channel, kind = record
+                    message = data = info = None
+                else:
+                    raise _BadFrame("it is not an array of 5 to 8 fields")
+                if type(direction) is not int or type(kind) is not int or not 0 <= direction < 2 or not 0 <= kind < 8:
+                    raise _BadFrame(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown")
+                direction, kind = directions[direction], kinds[kind]
+                if type(channel) is int:
+                    if not 0 <= channel < len(channels):
+                        raise _BadFrame(f"its channel number {channel} was never named")
+                    channel = channels[channel]
+                elif type(channel) is str:
+                    channel = sys.intern(channel)
+                    channels.append(channel)
+                else:
+                    raise _BadFrame("its channel is not a string")
+                # The common frames, a subset of what `frame_problem` accepts: a request, notification,
+                # result or error (verbatim bytes or not); a stderr or raw line.
+                if type(seq) is int and type(t) is float and isfinite(t) and info is None and (
+                    (kind is message_kind and (data is None or type(data) is bytes) and type(message) is dict
+                     and message.get("jsonrpc") == "2.0" and type(message.get("id")) in id_types
+                     and type(message.get("params")) in params_types
+                     and (type(message.get("method")) is str if "method" in message else "id" in message and (
+                         "result" in message or (type(error := message.get("error")) is dict
+                                                 and type(error.get("code")) is int and type(error.get("message")) is str))))
+                    or ((kind is stderr_kind or kind is raw_kind) and message is None and type(data) is bytes)
+                ):  # fmt: skip
+                    frame = mutable(seq, t, direction, channel, kind, message, data, info)
+                    frame.__class__ = frame_class
+                else:
+                    try:
+                        frame = _checked(seq, t, direction, channel, kind, message, data, info)
+                    except ValueError as error:
+                        raise _BadFrame(error) from None
+                yield frame
+                count += 1
+    except (_BadFrame, ValueError) as error:  # ValueError: FormatError, StackError, bad UTF-8, refused extensions
+        raise _Damage(count + 1, error) from None
+    return count
 
 
 class _capture_reader:
-    """Reads a raw stdio capture (a recorder that did not finish) into frames."""
+    """Reads a raw stdio capture (a recorder that did not finish) into frames: a Reader, whose
+    frames are counted apart from the records (`objects`) they are made of."""
 
-    def __init__(self, capture: Any, name: str) -> None:
+    def __init__(self, capture: Any, name: str, warnings: list[str]) -> None:
         self._name = name
+        self._warnings = warnings
         unapplied = capture.get("unapplied") if type(capture) is dict else None
         self._unapplied = [label for label in unapplied if type(label) is str] if type(unapplied) is list else []
         self._framer = CaptureFramer()
-        self.records = 0
+        self.objects = 1  # the header
 
-    def __call__(self, unpacker: msgpack.Unpacker, frames: list[Frame]) -> int:
-        framed, tell = self._framer.record, unpacker.tell
-        end = tell()
-        for record in unpacker:
-            try:
-                frames += framed(record)
-            except ValueError as error:
-                raise _BadFrame(error) from None
-            self.records += 1
-            end = tell()
-        return end
+    def __call__(self, file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
+        framed = self._framer.record
+        count = 0
+        try:
+            for _ in _fed(file, unpacker):
+                for record in unpacker:
+                    try:
+                        frames = framed(record)
+                    except ValueError as error:
+                        raise _BadFrame(error) from None
+                    self.objects += 1
+                    yield from frames
+                    count += len(frames)
+        except (_BadFrame, ValueError) as error:
+            raise _Damage(self.objects, error) from None
+        return count
 
-    def finish(self, frames: list[Frame], warnings: list[str]) -> None:
-        frames += self._framer.finish()
+    def finish(self) -> Iterator[Frame]:
+        yield from self._framer.finish()
         if not self._framer.exited:
             unapplied = f"; {', '.join(self._unapplied)} was not applied to it" if self._unapplied else ""
-            warnings.append(f"{self._name}: the recorder stopped before the server exited, so this cassette is "
-                            f"its raw capture, framed now{unapplied}")
+            self._warnings.append(f"{self._name}: the recorder stopped before the server exited, so this cassette is "
+                                  f"its raw capture, framed now{unapplied}")
 
 
-def _load_jsonl(content: bytes, name: str) -> Cassette:
-    frames: list[Frame] = []
-    warnings: list[str] = []
-    header: Header | None = None
-    offset = 0
-    lines = content.split(b"\n")
-    for number, line in enumerate(lines):
-        start, offset = offset, offset + len(line) + 1
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError) as error:  # UnicodeDecodeError included
-            if number == len(lines) - 1:  # unterminated last line: a writer stopped mid-line
-                warnings.append(
-                    f"{name}: the last line is truncated at byte {start}; the {len(frames)} frames before it are kept"
-                )
-                break
-            problem = "nested too deeply" if isinstance(error, RecursionError) else error
-            raise CassetteError(f"{name}: byte {start} (line {number + 1}) is not valid JSON ({problem})") from None
-        if header is None:
-            header = _header_at(record, name)
-            continue
-        where = f"frame {len(frames) + 1} (byte {start}, line {number + 1})"
-        if isinstance(record, dict):
-            _bytes_from_json(record, name, where)
-        try:
-            frames.append(frame_from_record(record))
-        except ValueError as error:
-            raise CassetteError(f"{name}: {where} is not a valid frame ({error})") from None
-    if header is None:
-        raise CassetteError(f"{name}: holds no mcp-tapes header")
-    return Cassette(header, frames, warnings)
+def _jsonl_stream(file: BinaryIO, name: str, warnings: list[str]) -> tuple[Header, Generator[Frame]]:
+    records = _jsonl_records(file, name, warnings)
+    for _, _, record in records:
+        return _header_at(record, name), _jsonl_frames(file, records, name)
+    raise CassetteError(f"{name}: holds no mcp-tapes header")
+
+
+def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[tuple[int, int, Any]]:
+    """(line number, byte offset, decoded value) for each line that is not blank."""
+    offset = records = 0
+    try:
+        for number, line in enumerate(file, 1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError) as error:  # UnicodeDecodeError included
+                if not line.endswith(b"\n"):  # unterminated last line: a writer stopped mid-line
+                    warnings.append(
+                        f"{name}: the last line is truncated at byte {start}; the {records - 1} frames before it are kept"
+                    )
+                    return
+                problem = "nested too deeply" if isinstance(error, RecursionError) else error
+                raise CassetteError(f"{name}: byte {start} (line {number}) is not valid JSON ({problem})") from None
+            yield number, start, record
+            records += 1
+    except OSError as error:
+        raise _unreadable(name, error) from None
+
+
+def _jsonl_frames(file: BinaryIO, records: Iterator[tuple[int, int, Any]], name: str) -> Generator[Frame]:
+    try:
+        for count, (number, start, record) in enumerate(records, 1):
+            where = f"frame {count} (byte {start}, line {number})"
+            if isinstance(record, dict):
+                _bytes_from_json(record, name, where)
+            try:
+                frame = frame_from_record(record)
+            except ValueError as error:
+                raise CassetteError(f"{name}: {where} is not a valid frame ({error})") from None
+            yield frame
+    finally:
+        file.close()

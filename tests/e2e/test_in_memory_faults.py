@@ -14,7 +14,6 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from replayer.memory import ReplayTransport
 from tapes.cassette.store import load
 from tapes.replay.control import ReplayControl
-
 from tests.support.fault_flows import (
     SHORT_READ_TIMEOUT,
     FaultRun,
@@ -22,15 +21,8 @@ from tests.support.fault_flows import (
     notes_steps,
     over_stdio,
     overlapping_calls,
-    record_notes_over_stdio,
 )
 from tests.support.paths import NOTES_SERVER, TAPES
-
-
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FaultRun]:
-    cassette = tmp_path_factory.mktemp("faults") / "notes.tape"
-    return cassette, record_notes_over_stdio(cassette)
 
 
 def replay(recording: tuple[Path, FaultRun], fault: str, tmp_path: Path) -> tuple[FaultRun, dict]:
@@ -52,10 +44,10 @@ CLOSED = Step("error", CONNECTION_CLOSED, "Connection closed")
     ("tools/call#2:malformed", {"second_note": TIMED_OUT["tools/call"]}),
     ("resources/read:drop", {"index": CLOSED, "prompt": CLOSED}),
 ])
-def test_each_fault_changes_its_answer_only(recording: tuple[Path, FaultRun], tmp_path: Path, fault: str,
+def test_each_fault_changes_its_answer_only(notes_recording: tuple[Path, FaultRun], tmp_path: Path, fault: str,
                                             changed: dict[str, Step]) -> None:
-    run, report = replay(recording, fault, tmp_path)
-    assert run.steps == {**recording[1].steps, **changed}
+    run, report = replay(notes_recording, fault, tmp_path)
+    assert run.steps == {**notes_recording[1].steps, **changed}
     assert report["unmatched"] == [] and report["unfired_faults"] == []
     # after a drop the session is over: what the client never got to ask is unused
     assert [unused.split(" #")[0] for unused in report["unused"]] == (["prompts/get"] if fault.endswith(":drop") else [])
@@ -64,9 +56,9 @@ def test_each_fault_changes_its_answer_only(recording: tuple[Path, FaultRun], tm
         assert "Invalid JSON" in error
 
 
-def test_delay_holds_the_answer(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    run, _ = replay(recording, "resources/read:delay:0.5", tmp_path)  # under the 1 s read timeout
-    assert run.steps == recording[1].steps
+def test_delay_holds_the_answer(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    run, _ = replay(notes_recording, "resources/read:delay:0.5", tmp_path)  # under the 1 s read timeout
+    assert run.steps == notes_recording[1].steps
     assert run.seconds["index"] >= 0.5
 
 

@@ -96,6 +96,22 @@ def test_forecast(tape_server):
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("fixture", ["tape_server", "tape_transport", "tape_url"])
+def test_a_damaged_cassette_fails_each_replay_fixture_in_one_line(pytester: pytest.Pytester, fixture: str) -> None:
+    (pytester.path / "cassettes").mkdir()
+    (pytester.path / "cassettes" / "weather.tape").write_bytes(b"\x81\xa9mcp-tapes\x02\xc1")  # a header cut short
+    source = f'''
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r})
+def test_forecast({fixture}):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cassettes/weather.tape: has an unusable header at byte 0 (it has no transport)",
+                                 "ERROR *Failed: *"])  # the test failed in one sentence, not by an exception
+    assert "During handling" not in result.stdout.str()
+
+
 def test_a_recording_whose_test_failed_is_not_kept_under_once(pytester: pytest.Pytester) -> None:
     source = f'''
 @pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r})

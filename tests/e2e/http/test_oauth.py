@@ -63,13 +63,14 @@ def _issuer_kind(cassette: Path) -> str:
     return cassette.stem
 
 
-def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T], upstream_host: str = "127.0.0.1") -> T:
-    """`drive(url)` run through `tapes record --upstream` in front of a fresh oauth server, its URL
-    given with `upstream_host` (the server's documents name 127.0.0.1)."""
+def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T], upstream_host: str = "127.0.0.1",
+            *recorder_flags: str) -> T:
+    """`drive(url)` run through `tapes record --upstream` (with `recorder_flags`) in front of a fresh
+    oauth server, its URL given with `upstream_host` (the server's documents name 127.0.0.1)."""
     server = Process([*OAUTH_SERVER, *server_flags])
     try:
         upstream = server.wait_for(r"oauth server listening on (\S+)")[1].replace("127.0.0.1", upstream_host)
-        recorder = Recorder(cassette, upstream)
+        recorder = Recorder(cassette, upstream, *recorder_flags)
         try:
             return drive(recorder.url)
         finally:
@@ -172,6 +173,30 @@ def test_no_token_or_secret_reaches_the_cassette_or_its_renderings(recorded: tup
     for name, text in renderings.items():
         for secret in secrets:
             assert secret not in text, f"a secret is in the {name}"
+
+
+def test_tapes_redact_makes_an_unredacted_recording_safe_and_it_still_replays(tmp_path: Path) -> None:
+    """Recorded with --no-redact, every secret is in the file; `tapes redact` takes them out of the
+    headers, the redirect's query and the token bodies, and the flow replays offline from the result."""
+    raw, safe = tmp_path / "raw.tape", tmp_path / "safe.tape"
+    live = _record(raw, [], oauth_session, "127.0.0.1", "--no-redact")
+    assert live.storage.tokens is not None and live.storage.client_info is not None
+    code = httpx.URL(live.browser.redirects[0]).params["code"]
+    secrets_seen = [live.storage.tokens.access_token, live.storage.tokens.refresh_token,
+                    live.storage.client_info.client_secret, code]
+    assert all(secret in raw.read_bytes().decode("latin-1") for secret in secrets_seen)
+    redacting = subprocess.run([*TAPES, "redact", str(raw), "-o", str(safe)], capture_output=True, text=True, timeout=60)
+    assert redacting.returncode == 0, redacting.stderr
+    listing = redacting.stdout + redacting.stderr
+    assert "body:" in listing and "header location:" in listing and "header Authorization:" in listing, listing
+    written = safe.read_bytes().decode("latin-1")
+    for secret in secrets_seen:
+        assert secret not in written and secret not in listing
+    with replay_server(safe) as replay:
+        replayed = oauth_session(replay.url)
+        lines = replay.report_lines
+    assert replayed.results == live.results
+    assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in lines, lines
 
 
 @pytest.mark.parametrize("issuer, upstream_host", [("same-origin", "127.0.0.1"), ("separate-issuer", "127.0.0.1"),

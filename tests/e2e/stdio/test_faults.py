@@ -10,11 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from tapes.cassette.store import load
-
 from tests.support.fault_flows import (
     SHORT_READ_TIMEOUT,
     FaultRun,
@@ -22,16 +20,9 @@ from tests.support.fault_flows import (
     notes_steps,
     over_stdio,
     overlapping_calls,
-    record_notes_over_stdio,
 )
 from tests.support.paths import CASSETTES, NOTES_SERVER, TAPES
 from tests.support.processes import TIMEOUT
-
-
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, FaultRun]:
-    cassette = tmp_path_factory.mktemp("faults") / "notes.tape"
-    return cassette, record_notes_over_stdio(cassette)
 
 
 def replay(cassette: Path, tmp_path: Path, *faults: str, read_timeout: float = TIMEOUT) -> tuple[FaultRun, str]:
@@ -46,23 +37,23 @@ def clean_summary(stderr: str) -> bool:
     return re.search(r"tapes replay: played \d+ frames, 0 unmatched, 0 unused\n", stderr) is not None
 
 
-def test_error_takes_the_place_of_the_second_call_of_a_tool(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, live = recording
+def test_error_takes_the_place_of_the_second_call_of_a_tool(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = notes_recording
     run, stderr = replay(cassette, tmp_path, "tools/call@add_note#2:error:-32000:rate limited")
     assert run.steps == {**live.steps, "second_note": Step("error", -32000, "rate limited")}
     assert clean_summary(stderr) and "fault never fired" not in stderr, stderr
 
 
-def test_delay_holds_the_answer(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, live = recording
+def test_delay_holds_the_answer(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = notes_recording
     run, stderr = replay(cassette, tmp_path, "resources/read:delay:1")
     assert run.steps == live.steps
     assert run.seconds["index"] >= 1.0 > run.seconds["prompt"], run.seconds
     assert clean_summary(stderr), stderr
 
 
-def test_hang_leaves_the_client_to_its_read_timeout(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, live = recording
+def test_hang_leaves_the_client_to_its_read_timeout(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = notes_recording
     run, stderr = replay(cassette, tmp_path, "prompts/get@summarize:hang", read_timeout=SHORT_READ_TIMEOUT)
     assert run.steps == {**live.steps, "prompt": Step("error", REQUEST_TIMEOUT, "Request 'prompts/get' timed out")}
     assert run.seconds["prompt"] >= SHORT_READ_TIMEOUT
@@ -70,8 +61,8 @@ def test_hang_leaves_the_client_to_its_read_timeout(recording: tuple[Path, Fault
     assert clean_summary(stderr), stderr
 
 
-def test_malformed_sends_a_broken_line(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, live = recording
+def test_malformed_sends_a_broken_line(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = notes_recording
     run, stderr = replay(cassette, tmp_path, "tools/call#2:malformed", read_timeout=SHORT_READ_TIMEOUT)
     [broken] = run.transport_errors
     assert "Invalid JSON" in broken and '{"jsonrpc": "2.0", "id": ' in broken
@@ -80,8 +71,8 @@ def test_malformed_sends_a_broken_line(recording: tuple[Path, FaultRun], tmp_pat
     assert clean_summary(stderr), stderr
 
 
-def test_drop_closes_stdout_and_exits(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, live = recording
+def test_drop_closes_stdout_and_exits(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = notes_recording
     run, stderr = replay(cassette, tmp_path, "resources/read@notes://index:drop")
     closed = Step("error", CONNECTION_CLOSED, "Connection closed")
     assert run.steps == {**live.steps, "index": closed, "prompt": closed}
@@ -113,8 +104,8 @@ def test_a_held_answer_still_goes_out_when_the_client_has_closed_stdin() -> None
     assert json.loads(done.stdout.splitlines()[-1])["id"] == 4  # the last answer, held, not lost
 
 
-def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, live = recording
+def test_a_fault_that_never_fired_is_a_warning_in_the_summary(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, live = notes_recording
     never = ("tools/call@add_note#3:error:-32000:x", "tools/call@count:hang")
     run, stderr = replay(cassette, tmp_path, *never)
     assert run.steps == live.steps
@@ -122,8 +113,8 @@ def test_a_fault_that_never_fired_is_a_warning_in_the_summary(recording: tuple[P
     assert [f"tapes replay: fault never fired: {spec}" for spec in never] == re.findall(r"tapes replay: fault never.*", stderr)
 
 
-def test_a_dry_run_lists_the_recorded_request_each_fault_would_take(recording: tuple[Path, FaultRun]) -> None:
-    cassette, _ = recording
+def test_a_dry_run_lists_the_recorded_request_each_fault_would_take(notes_recording: tuple[Path, FaultRun]) -> None:
+    cassette, _ = notes_recording
     faults = ["tools/call@add_note#2:error:-32000:rate limited", "resources/read@notes://index:drop", "prompts/get@other:hang"]
     done = subprocess.run([*TAPES, "replay", str(cassette), "--dry-run", *(f"--fault={fault}" for fault in faults)],
                           capture_output=True, text=True, timeout=TIMEOUT)
@@ -149,8 +140,8 @@ def test_a_delayed_answer_holds_up_no_other(tmp_path: Path) -> None:
     assert run["count_seconds"] >= 1.0 > run["add_note_seconds"], run
 
 
-def test_faults_from_tool_tapes_come_before_the_flags(recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
-    cassette, _ = recording
+def test_faults_from_tool_tapes_come_before_the_flags(notes_recording: tuple[Path, FaultRun], tmp_path: Path) -> None:
+    cassette, _ = notes_recording
     (tmp_path / "pyproject.toml").write_text('[tool.tapes]\nfaults = ["tools/call@add_note#2:error:-32000:from config"]\n')
     done = subprocess.run([*TAPES, "replay", str(cassette), "--dry-run", "--fault", "tools/call@add_note#1:hang"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=TIMEOUT)

@@ -58,3 +58,30 @@ def test_the_hook_sees_every_frame_and_what_it_changed_or_dropped_is_listed() ->
     assert [entry.describe() for entry in replaced] == [f"{hook_label(hook)} (dropped): 1 frame (1)",
                                                         f"{hook_label(hook)} (changed): 1 frame (2)"]
     assert redacted.header.redaction[-1] == hook_label(hook)
+
+
+def test_oauth_secrets_in_bodies_and_request_queries_are_redacted_as_at_record_time() -> None:
+    """A cassette recorded with --no-redact: the authorization redirect's code, the token request's
+    form and the token answer's JSON lose their secrets; the rest of each body stays as it was."""
+    form = ("application/x-www-form-urlencoded", b"grant_type=authorization_code&code=c0de-1&code_verifier=v3rifier"
+            b"&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback")
+    token = ("application/json", b'{"access_token":"at-secret","token_type":"Bearer","expires_in":3600}')
+    recorded = Cassette(Header(transport="http", server={"url": "http://127.0.0.1:1/mcp"}), [
+        Frame(1, 0.0, C2S, "http:1", Kind.HTTP_REQUEST,
+              info={"method": "GET", "path": "/callback?code=c0de-1&state=st", "headers": []}),
+        Frame(2, 0.0, C2S, "http:2", Kind.HTTP_REQUEST,
+              info={"method": "POST", "path": "/token", "headers": [["Content-Type", form[0]]]}),
+        Frame(3, 0.0, C2S, "http:2", Kind.RAW, data=form[1]),
+        Frame(4, 0.0, S2C, "http:2", Kind.HTTP_RESPONSE, info={"status": 200, "headers": [["content-type", token[0]]]}),
+        Frame(5, 0.0, S2C, "http:2", Kind.RAW, data=token[1]),
+        Frame(6, 0.0, S2C, "stdio", Kind.RAW, data=b"code=c0de-1"),  # not an HTTP body: left alone
+    ])
+    redacted, replaced = redact_cassette(recorded, Redactor(RedactionRules.default()))
+    request, _, body, _, answer, line = redacted.frames
+    assert request.info["path"] == "/callback?code=<redacted:1>&state=st"
+    assert body.data == (b"grant_type=authorization_code&code=%3Credacted%3A1%3E&code_verifier=%3Credacted%3A2%3E"
+                         b"&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback")
+    assert answer.data == b'{"access_token":"<redacted:3>","token_type":"Bearer","expires_in":3600}'
+    assert line.data == b"code=c0de-1"
+    assert [entry.describe() for entry in replaced] == ["query: 1 frame (1) -> <redacted:1>",
+                                                        "body: 2 frames (3, 5) -> <redacted:1>, <redacted:2>, <redacted:3>"]

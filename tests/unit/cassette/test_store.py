@@ -230,6 +230,9 @@ def _raw(**changes: object) -> bytes:
         pytest.param(_raw(kind=0, msg=[]), "its message is not a JSON-RPC message or batch", id="empty batch"),
         pytest.param(_raw(kind=0, msg={"jsonrpc": "2.0", "id": [], "result": {}}), "id that is not", id="id a list"),
         pytest.param(_raw(kind=0, msg={"jsonrpc": "2.0", "id": True, "method": "x"}), "id that is not", id="id bool"),
+        pytest.param(
+            _raw(kind=0, msg={"jsonrpc": "2.0", "id": 1, "method": 5, "result": {}}), "not a JSON-RPC", id="method 5"
+        ),
         pytest.param(_raw(kind=0, msg=[{"jsonrpc": "2.0", "method": "x", "params": 1}]), "params", id="params 1"),
         pytest.param(
             _raw(kind=0, msg={"jsonrpc": "2.0", "id": 1, "error": {"code": "x"}}), "error without", id="bad error"
