@@ -320,6 +320,10 @@ class _Full(Exception):
 def compact(value: Any, limit: int) -> str:
     """Compact one-line JSON of `value`, cut at about `limit` characters. Stops walking as soon
     as the limit is reached: a 30 MB tool result costs as much as a small one."""
+    if type(value) is int:  # the common scalars (ids, codes) the quick way
+        return str(value)
+    if type(value) is str and len(value) <= limit:
+        return encode_basestring(value)
     parts: list[str] = []
     size = 0
 

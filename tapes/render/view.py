@@ -37,7 +37,7 @@ from typing import Any, BinaryIO
 
 from tapes.analysis.diff import DiffReport
 from tapes.cassette.frames import STDIO, Frame, Kind
-from tapes.cassette.store import Cassette, Header
+from tapes.cassette.store import Cassette, Header, gc_paused
 from tapes.render.show import ProtocolWatch, compact, describe, message_what, server_text
 from tapes.replay.polls import POLL_METHODS, TASK_PARAM, TASK_STATUS
 from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
@@ -120,7 +120,8 @@ def write_page(out: BinaryIO, title: str, sides: Sequence[Side], differences: Se
         f"<style>{(assets / 'view.css').read_text()}</style></head>\n<body>"
         "<noscript>This page draws the session with JavaScript; please enable it.</noscript>\n"
     ).encode())
-    models = [_Diagram(index, side, out).draw() for index, side in enumerate(sides)]
+    with gc_paused():  # millions of small containers, none of them garbage
+        models = [_Diagram(index, side, out).draw() for index, side in enumerate(sides)]
     model = {
         "sides": models,
         "differences": [
@@ -365,12 +366,14 @@ def _ids(message: Any) -> str:
     """The JSON-RPC ids a row answers to in the filter box, space-separated: its messages' ids,
     and the request a cancellation or a progress notification refers to."""
     found = []
-    for item in items(message):
-        if not isinstance(item, dict):
+    for item in (message,) if type(message) is dict else items(message):
+        if type(item) is not dict:
             continue
-        params = item.get("params") if isinstance(item.get("params"), dict) else {}
-        for value in (item.get("id"), params.get("requestId"), params.get("progressToken")):
-            if isinstance(value, (str, int)) and not isinstance(value, bool):
+        params = item.get("params")
+        values = (item.get("id"), params.get("requestId"), params.get("progressToken")) if type(params) is dict \
+            else (item.get("id"),)
+        for value in values:
+            if type(value) is int or type(value) is str:
                 found.append(str(value).replace(" ", "\u00a0"))
     return " ".join(found)
 
@@ -378,20 +381,21 @@ def _ids(message: Any) -> str:
 def _body(frame: Frame) -> bytes:
     """The frame's JSON for the details panel (its message, bytes and info) as one line, cut at
     DETAIL_LIMIT characters."""
-    message = frame.message
-    line = None
-    if frame.data is None and frame.info is None and message is not None:
-        try:
-            payload = encode(message)
-        except (TypeError, ValueError):  # bytes in the message, a lone surrogate
-            pass
-        else:
-            if b"NaN" not in payload and b"Infinity" not in payload:  # not JSON: done below
-                line = b'{"message":' + payload + b"}"
-    if line is None:
+    parts = []
+    try:
+        if frame.message is not None:
+            parts.append(b'"message":' + encode(frame.message))
+        if frame.data is not None:
+            parts.append(b'"data":' + encode(frame.data.decode("utf-8")))
+        if frame.info is not None:
+            parts.append(b'"info":' + encode(frame.info))
+        line = b"{" + b",".join(parts) + b"}"
+        if b"NaN" in line or b"Infinity" in line:  # maybe not JSON (JSON.parse refuses NaN): the slow way
+            raise ValueError
+    except (TypeError, ValueError):  # bytes in the message or info, a lone surrogate, bytes not UTF-8
         body: dict[str, Any] = {}
-        if message is not None:
-            body["message"] = _jsonable(message)
+        if frame.message is not None:
+            body["message"] = _jsonable(frame.message)
         if frame.data is not None:
             try:
                 body["data"] = frame.data.decode("utf-8")
@@ -445,7 +449,7 @@ class _Interaction:
         self.group = group
         self.row = row
         self.seq = seq
-        self.request_id = compact(request_id, 40)
+        self.request_id = str(request_id) if type(request_id) is int else compact(request_id, 40)
         self.long_lived = long_lived
         self.response: tuple[int, int] | None = None  # (row, seq) of the server's response
         self.cancel: tuple[int, int] | None = None  # ... of the client's first cancel of it
