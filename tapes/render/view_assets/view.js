@@ -232,6 +232,10 @@
     side.channels.forEach((channel, c) => side.columns[columns[c]].push(c));
     const diagram = el("div", "diagram");
     diagram.style.setProperty("--wire", `${wire}px`);
+    // Wide enough for the longest seq and time (a million frames run to seven digits).
+    const digits = (value) => String(Math.floor(Math.abs(value))).length;
+    if (side.n && digits(side.seq[side.n - 1]) > 4) diagram.style.setProperty("--seq", `${12 + 7.5 * digits(side.seq[side.n - 1])}px`);
+    if (side.n && digits(side.t[side.n - 1]) > 2) diagram.style.setProperty("--time", `${52 + 7 * digits(side.t[side.n - 1])}px`);
     // The header is as tall as the longest (vertical) channel label needs, up to a limit.
     const longest = side.channels.reduce((most, channel) => Math.max(most, channel.label.length), 6);
     diagram.style.setProperty("--heads", `${Math.min(128, 24 + longest * 6.5)}px`);
