@@ -4,9 +4,11 @@ A header block (how the session was recorded), then one line per frame: sequence
 offset, direction, channel, what the frame is (`request tools/call #4`, `error #4 -32601`,
 `raw 31 B`, ...) and a one-line summary of its payload.
 
-Big cassettes: rows are written as plain segments in chunks with precomputed column widths
-(a rich Table measures every cell and takes about a millisecond a row), and summaries are
-built only up to the width they will be shown at, however large the payload.
+Big cassettes: frames are printed as they are read (`print_frames` takes a stream), in chunks
+of plain segments with column widths fixed by the first chunk (a rich Table measures every cell
+and takes about a millisecond a row); what is known only at the end of a long stream (the frame
+count, the loader's warnings) follows the rows. Summaries are built only up to the width they
+will be shown at, however large the payload.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def _header_block(header: Header, summary: list[tuple[str, str]], warnings: list
 
 def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> Table:
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
+    grid.add_column(style="bold", min_width=len("recorded by"))  # the footer lines up with the header
     grid.add_column()
     for name, value in rows:
         grid.add_row(name, Text(_clean(value)))  # Text: no markup parsing of cassette content
