@@ -55,6 +55,38 @@ TYPES = ("request", "notification", "result", "error", "batch", "invalid",
          "raw", "stderr", "http", "end", "sse", "exit")  # fmt: skip
 _TYPE_CODE = {name: index for index, name in enumerate(TYPES)}
 
+# The marks that tie rows together: name -> (kind, text, explanation). A mark in the page is
+# [row, its number here, linked seq or null, *args]; the page fills {0}, {1}... with the args and
+# {t} with the linked seq (these templates go with the page, so view.js holds no copy).
+MARKS = {
+    "progress": ("progress", "progress ×{0}", "{0} progress notifications report on this request"),
+    "progress of": ("of", "of #{0}", "progress of request #{0}"),
+    "late": ("late", "after cancel", "the server reported progress after the client had cancelled the request"),
+    "events": ("progress", "events ×{0}", "{0} notifications came on this subscription's stream"),
+    "event of": ("of", "on #{0}", "sent on the stream of subscriptions/listen #{0}"),
+    "closed": ("cancel", "server closed", "the server ended subscription #{0} (frame {t})"),
+    "cancels": ("cancel", "✕ cancels #{0}", "the client cancels request #{0} (frame {t})"),
+    "cancelled": ("cancel", "✕ cancelled", "the client cancelled this request (frame {t})"),
+    "no response": ("race", "no response", "the server never answered the cancelled request"),
+    "never answered": ("race", "never answered", "no response to this request was recorded"),
+    "too late": ("race", "⚡ too late: answered", "the response (frame {t}) was already sent: the response won the race"),
+    "still came": ("race", "⚡ response still came", "the server answered anyway (frame {t}): the race the cancel lost"),
+    "after cancel": ("race", "⚡ after cancel", "sent after the client cancelled (frame {t})"),
+    "raced": ("race", "⚡ raced a cancel", "the client's cancel (frame {t}) came after it"),
+    "answers": ("answer", "↪ answers server #{0}", "the client's answer to the server's request (frame {t})"),
+    "answered": ("answer", "↩ answered at {t}", "the client answered this request in frame {t}"),
+    "for": ("of", "for #{0}", "sent while serving request #{0} (frame {t})"),
+    "poll": ("poll", "poll {0} of task", "{1} about task {2}, created by the request in frame {t}"),
+    "about task": ("poll", "{0} of task", "{1} about task {2}, created by the request in frame {t}"),
+    "polled": ("poll", "polled ×{0}", "task {1} was polled {0} times"),
+    "retry": ("retry", "retry {0} ms", "the server tells the client when to reconnect"),
+    "cut": ("cut", "✂ stream cut", "the stream broke: {0}"),
+    "resume": ("resume", "⟲ resumes {0} after {1}", "the client resumes {0} after its event {2}"),
+    "resume unseen": ("resume", "⟲ Last-Event-ID {0}", "resumes after an event id this recording never saw"),
+    "resumed": ("resumed", "⟲ resumed by {0}", "the client resumed this stream with {0}"),
+}
+_MARK_NUMBER = {name: number for number, name in enumerate(MARKS)}
+
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 
@@ -123,6 +155,7 @@ def write_page(out: BinaryIO, title: str, sides: Sequence[Side], differences: Se
     with gc_paused():  # millions of small containers, none of them garbage
         models = [_Diagram(index, side, out).draw() for index, side in enumerate(sides)]
     model = {
+        "marks": list(MARKS.values()),
         "sides": models,
         "differences": [
             {"note": d.note, "severity": d.severity, "a": list(d.a_seqs), "b": list(d.b_seqs)} for d in differences
@@ -208,13 +241,14 @@ class _Diagram:
         self.ids: list[str] = []  # JSON-RPC ids the filter's #id finds the row by, space-separated
         self.group: list[int] = []
         self.event_ids: list[list[Any]] = []  # [row, SSE event id]
-        self.marks: list[list[Any]] = []  # [row, kind, text, linked seq | None, explanation]
+        self.marks: list[list[Any]] = []  # [row, MARKS number, linked seq | None, *args]
         self.notes: list[list[Any]] = []  # [row, note]
-        self.groups: list[str] = []  # the labels of the groups (interactions) begun in this chunk
+        self.groups: list[int | str] = []  # the groups (interactions) begun in this chunk: their request's row, or label
         self.bodies: list[bytes] = []
 
-    def mark(self, row: int, kind: str, text: str, target: int | None = None, explanation: str = "") -> None:
-        self.marks.append([row, kind, text, target, explanation or text])
+    def mark(self, row: int, name: str, target: int | None, *args: Any) -> None:
+        """Mark a row with the MARKS entry `name`, linked to the frame `target` (a seq) if not None."""
+        self.marks.append([row, _MARK_NUMBER[name], target, *args])
 
     def draw(self) -> dict[str, Any]:
         notes = self.side.notes
@@ -338,8 +372,8 @@ class _Diagram:
             return what, "", type_
         if frame.kind is Kind.EXIT:
             return "exit", " ".join(f"{key}={compact(value, 20)}" for key, value in info.items()), "exit"
-        what, summary, _ = describe(frame, SUMMARY_LIMIT)
-        return what.removesuffix(" (partial)"), summary[: SUMMARY_LIMIT + 1], frame.kind.value
+        what, _, _ = describe(frame, 0)  # a stderr or raw line: the page summarises it from the body
+        return what.removesuffix(" (partial)"), "", frame.kind.value
 
 
 def _message_label(message: Any) -> tuple[str, str]:
@@ -530,12 +564,10 @@ class _Links:
         mark = self.diagram.mark
         origin = self.last_event.get(_text(resumed_from, 200))
         if origin is None:
-            mark(row, "resume", f"⟲ Last-Event-ID {resumed_from[:40]}", None,
-                 "resumes after an event id this recording never saw")
+            mark(row, "resume unseen", None, resumed_from[:40])
             return
         origin_row, origin_seq, origin_channel = origin
-        mark(row, "resume", f"⟲ resumes {origin_channel} after {resumed_from[:40]}", origin_seq,
-             f"the client resumes {origin_channel} after its event {resumed_from}")
+        mark(row, "resume", origin_seq, origin_channel, resumed_from[:40], resumed_from)
         end = self.ends.get(origin_channel)
         if end is not None and end >= origin_row:
             self._mark_resumed(end, frame.channel, frame.seq)
@@ -545,21 +577,20 @@ class _Links:
     def sse_event(self, frame: Frame, row: int) -> None:
         info = frame.info or {}
         if info.get("retry") is not None:
-            self.diagram.mark(row, "retry", f"retry {compact(info['retry'], 12)} ms", None,
-                              "the server tells the client when to reconnect")
+            self.diagram.mark(row, "retry", None, compact(info["retry"], 12))
         if info.get("id") is not None:
             self.last_event[_text(info["id"], 200)] = (row, frame.seq, frame.channel)
 
     def stream_end(self, frame: Frame, channel: _Channel, row: int) -> None:
         reason = (frame.info or {}).get("reason")
         if reason in ("client_disconnect", "upstream_error"):
-            self.diagram.mark(row, "cut", "✂ stream cut", None, f"the stream broke: {reason}")
+            self.diagram.mark(row, "cut", None, reason)
         self.ends.setdefault(frame.channel, row)
         if frame.channel in self.resumed and self.resumed[frame.channel][0] <= row:
             self._mark_resumed(row, *self.resumed.pop(frame.channel)[1:])
 
     def _mark_resumed(self, row: int, by: str, seq: int) -> None:
-        self.diagram.mark(row, "resumed", f"⟲ resumed by {by}", seq, f"the client resumed this stream with {by}")
+        self.diagram.mark(row, "resumed", seq, by)
 
     # --- interactions
 
@@ -592,7 +623,9 @@ class _Links:
             interaction = _Interaction(self.interactions, row, frame.seq, request_id,
                                        item["method"] in LONG_LIVED_METHODS)
             self.interactions += 1
-            self.diagram.groups.append(f"{_text(item['method'], 80)} #{interaction.request_id} (frame {frame.seq})")
+            # the page names the group after the request's row; one in a batch is named here
+            self.diagram.groups.append(row if type(frame.message) is dict and not frame.partial
+                                       else f"{_text(item['method'], 80)} #{interaction.request_id} (frame {frame.seq})")
             key = _key(request_id)
             if key is not None:
                 session.open_by_id[key] = session.by_id[key] = interaction
@@ -612,10 +645,8 @@ class _Links:
             asked = owner.server_requests.get(_key(item["id"])) if owner and owner.server_requests else None
             if asked is not None:
                 shown = compact(item["id"], 40)
-                mark(row, "answer", f"↪ answers server #{shown}", asked[1],
-                     f"the client's answer to the server's request (frame {asked[1]})")
-                mark(asked[0], "answer", f"↩ answered at {frame.seq}", frame.seq,
-                     f"the client answered this request in frame {frame.seq}")
+                mark(row, "answers", asked[1], shown)
+                mark(asked[0], "answered", frame.seq)
             return owner
         if item["method"] != "notifications/cancelled":
             return None
@@ -624,15 +655,12 @@ class _Links:
         if target is None:
             return None
         shown, request_seq = target.request_id, target.seq
-        mark(row, "cancel", f"✕ cancels #{shown}", request_seq,
-             f"the client cancels request #{shown} (frame {request_seq})")
+        mark(row, "cancels", request_seq, shown)
         if target.response is not None:
             response_row, response_seq = target.response
-            mark(row, "race", "⚡ too late: answered", response_seq,
-                 f"the response (frame {response_seq}) was already sent: the response won the race")
+            mark(row, "too late", response_seq)
             if target.cancel is None:
-                mark(response_row, "race", "⚡ raced a cancel", frame.seq,
-                     f"the client's cancel (frame {frame.seq}) came after it")
+                mark(response_row, "raced", frame.seq)
         if target.cancel is None:
             target.cancel = (row, frame.seq)
             if not target.progress and not target.events:
@@ -650,13 +678,11 @@ class _Links:
             if owner.response is None:
                 owner.response = (row, frame.seq)
                 if owner.long_lived:
-                    mark(row, "cancel", "server closed", owner.seq,
-                         f"the server ended subscription #{owner.request_id} (frame {owner.seq})")
+                    mark(row, "closed", owner.seq, owner.request_id)
                 if owner.cancel is not None:
                     cancel_row, cancel_seq = owner.cancel
-                    mark(row, "race", "⚡ after cancel", cancel_seq, f"sent after the client cancelled (frame {cancel_seq})")
-                    mark(cancel_row, "race", "⚡ response still came", frame.seq,
-                         f"the server answered anyway (frame {frame.seq}): the race the cancel lost")
+                    mark(row, "after cancel", cancel_seq)
+                    mark(cancel_row, "still came", frame.seq)
             return owner
         if kind is MessageType.REQUEST:
             # On HTTP a server→client request travels on the stream of the request it serves. On
@@ -671,8 +697,7 @@ class _Links:
                     owner.server_requests = {}
                 if key not in owner.server_requests:
                     owner.server_requests[key] = (row, frame.seq)
-                    mark(row, "of", f"for #{owner.request_id}", owner.seq,
-                         f"sent while serving request #{owner.request_id} (frame {owner.seq})")
+                    mark(row, "for", owner.seq, owner.request_id)
             return owner
         params = item.get("params") if isinstance(item.get("params"), dict) else {}
         meta = params.get("_meta")
@@ -691,14 +716,12 @@ class _Links:
             return None
         if method == "notifications/progress":
             self._count(owner, owner.progress, frame.seq)
-            mark(row, "of", f"of #{owner.request_id}", owner.seq, f"progress of request #{owner.request_id}")
+            mark(row, "progress of", owner.seq, owner.request_id)
             if owner.cancel is not None:
-                mark(row, "late", "after cancel", owner.cancel[1],
-                     "the server reported progress after the client had cancelled the request")
+                mark(row, "late", owner.cancel[1])
         elif owner.long_lived:
             self._count(owner, owner.events, frame.seq)
-            mark(row, "of", f"on #{owner.request_id}", owner.seq,
-                 f"sent on the stream of subscriptions/listen #{owner.request_id}")
+            mark(row, "event of", owner.seq, owner.request_id)
         return owner
 
     def _count(self, owner: _Interaction, counter: list[int], seq: int) -> None:
@@ -750,11 +773,9 @@ class _Links:
             state.polls += 1
             if state.first_poll is None:
                 state.first_poll = seq
-            text = f"poll {state.polls} of task"
+            self.diagram.mark(row, "poll", created_seq, state.polls, method, state.name)
         else:
-            text = f"{method.rsplit('/', 1)[-1]} of task"
-        self.diagram.mark(row, "poll", text, created_seq,
-                          f"{method} about task {state.name}, created by the request in frame {created_seq}")
+            self.diagram.mark(row, "about task", created_seq, method.rsplit("/", 1)[-1], method, state.name)
 
     def finish(self) -> None:
         """What is known only at the end: counts on requests, cancels no response followed."""
@@ -762,24 +783,20 @@ class _Links:
         for interaction in self.watched:
             if interaction.progress:
                 count, first = interaction.progress
-                mark(interaction.row, "progress", f"progress ×{count}", first,
-                     f"{count} progress notifications report on this request")
+                mark(interaction.row, "progress", first, count)
             if interaction.events:
                 count, first = interaction.events
-                mark(interaction.row, "progress", f"events ×{count}", first,
-                     f"{count} notifications came on this subscription's stream")
+                mark(interaction.row, "events", first, count)
             if interaction.cancel is not None:
                 cancel_row, cancel_seq = interaction.cancel
-                mark(interaction.row, "cancel", "✕ cancelled", cancel_seq,
-                     f"the client cancelled this request (frame {cancel_seq})")
+                mark(interaction.row, "cancelled", cancel_seq)
                 if interaction.response is None:
-                    mark(cancel_row, "race", "no response", None, "the server never answered the cancelled request")
-                    mark(interaction.row, "race", "never answered", None, "no response to this request was recorded")
+                    mark(cancel_row, "no response", None)
+                    mark(interaction.row, "never answered", None)
         for session in self.sessions.values():
             for state in session.tasks.values():
                 if state.created is not None and state.polls:
-                    mark(state.created[0], "poll", f"polled ×{state.polls}", state.first_poll,
-                         f"task {state.name} was polled {state.polls} times")
+                    mark(state.created[0], "polled", state.first_poll, state.polls, state.name)
         for origin_row, by, seq in self.resumed.values():
             self._mark_resumed(origin_row, by, seq)
 

@@ -49,8 +49,13 @@ def model_of(page: str) -> dict[str, Any]:
             for at, note in chunk["n"]:
                 rows[at].setdefault("notes", []).append(note)
             marks += chunk["m"]
-        for at, *mark in sorted(marks, key=lambda mark: mark[0]):
-            rows[at].setdefault("marks", []).append(mark)
+        for at, number, target, *args in sorted(marks, key=lambda mark: mark[0]):
+            kind, text, explanation = model["marks"][number]
+
+            def fill(template: str) -> str:
+                return re.sub(r"\{(\d|t)\}", lambda key: str(target if key[1] == "t" else args[int(key[1])]), template)
+
+            rows[at].setdefault("marks", []).append([kind, fill(text), target, fill(explanation)])
         assert len(rows) == side["rows"], "the chunks do not hold as many rows as the page says"
         side["rows"] = rows
     return model

@@ -107,8 +107,21 @@
       else high = middle;
     }
     const found = [];
-    while (low < side.markRows.length && side.markRows[low] === i) found.push(side.marks[low++].slice(1));
+    while (low < side.markRows.length && side.markRows[low] === i) found.push(expand(side.marks[low++]));
     return found;
+  }
+
+  // A mark as [kind, text, linked seq or null, explanation], from its template in the model.
+  function expand([, number, target, ...args]) {
+    const [kind, text, explanation] = model.marks[number];
+    const fill = (template) => template.replace(/\{(\d|t)\}/g, (_, key) => String(key === "t" ? target : args[key]));
+    return [kind, fill(text), target, fill(explanation)];
+  }
+
+  // A group is named by its request's row (or, for a request in a batch, by its label).
+  function groupLabel(side, group) {
+    const label = side.groups[group];
+    return typeof label === "number" ? `${side.what[label].replace(/^request /, "")} (frame ${side.seq[label]})` : label;
   }
 
   function chunkOf(side, i) {
@@ -154,13 +167,20 @@
     return "invalid JSON-RPC";
   }
 
-  // What a row shows beside its name: view.py sends it for frames that are not messages; a
-  // message's is worked out here from its JSON, for the rows on screen only.
+  // What a row shows beside its name: view.py sends it for HTTP heads, SSE events and the like;
+  // a message's, a stderr or raw line's is worked out here from its JSON, for the rows on screen only.
   function summaryOf(side, i) {
     const type = typeOf(side, i);
-    if (side.sum[i] || !MESSAGE_TYPES.has(type)) return side.sum[i];
+    const lines = type === "raw" || type === "stderr";
+    if (side.sum[i] || !(lines || MESSAGE_TYPES.has(type))) return side.sum[i];
     const body = bodyOf(side, i);
     if (typeof body === "string") return body.slice(0, SUMMARY_LIMIT + 1);
+    if (lines) {
+      const base64 = body["data (base64)"];
+      const text = base64 === undefined ? body.data || ""
+        : new TextDecoder().decode(Uint8Array.from(atob(base64.slice(0, 4 * SUMMARY_LIMIT)), (c) => c.charCodeAt(0)));
+      return text.slice(0, SUMMARY_LIMIT + 1);
+    }
     const message = body.message;
     if (type === "request" || type === "notification") return "params" in message ? compact(message.params) : "";
     if (type === "result") return compact(message.result);
@@ -515,7 +535,7 @@
     const group = groupOf(side, i);
     if (group >= 0) {
       const links = el("p", "links");
-      links.append(el("b", "", "interaction "), document.createTextNode(`${side.groups[group]}: `));
+      links.append(el("b", "", "interaction "), document.createTextNode(`${groupLabel(side, group)}: `));
       let shown = 0;
       let more = 0;
       for (let j = 0; j < side.n; j++) {
