@@ -12,7 +12,8 @@ in its own process so each peak RSS is its own:
   answer is read (process start, imports and indexing included);
 - replay, a miss: the same, sent a request the cassette does not have, until its error is read:
   the replay reads the whole cassette first (what the whole index costs, and its memory);
-- view: `tapes view FILE -o PAGE` until it exits.
+- view: `tapes view FILE -o PAGE` until it exits (the page's size beside it);
+- show: `tapes show FILE` until it exits (and when its first frame's row came).
 Prints seconds, the ratio to the decode floor, and peak RSS against the file size.
 """
 
@@ -80,7 +81,19 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
         subprocess.run([*TAPES, "view", str(path), "-o", str(path.with_suffix(".html"))], check=True,
                        stderr=subprocess.DEVNULL)
         return {"seconds": time.perf_counter() - start, "rss_peak": _child_peak_rss_mb(),
-                "page_mb": path.with_suffix(".html").stat().st_size / 1e6}
+                "note": f"page {path.with_suffix('.html').stat().st_size / 1e6:.1f} MB"}
+    elif phase == "show":
+        show = subprocess.Popen([*TAPES, "show", str(path), "--width", "120"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        assert show.stdout is not None
+        while b"+0.000s" not in show.stdout.readline():  # the first frame's row
+            pass
+        first_row = time.perf_counter() - start
+        while show.stdout.read(1 << 20):
+            pass
+        assert show.wait() == 0
+        return {"seconds": time.perf_counter() - start, "rss_peak": _child_peak_rss_mb(),
+                "note": f"first row after {first_row:.2f} s"}
     return {"seconds": time.perf_counter() - start, "rss_peak": _peak_rss_mb()}
 
 
@@ -88,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None, help="Where to put the cassette (default: a temp dir).")
-    parser.add_argument("--skip-view", action="store_true", help="Leave out `tapes view`.")
+    parser.add_argument("--skip-view", action="store_true", help="Leave out `tapes view` and `tapes show`.")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -110,7 +123,7 @@ def main() -> None:
                 v1.write(b"".join(pack(frame_record(frame)) for frame in frames[i : i + 10_000]))
         del frames
         size_mb = path.stat().st_size / 1e6
-        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer", "replay, a miss"] + ([] if args.skip_view else ["view"])
+        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer", "replay, a miss"] + ([] if args.skip_view else ["view", "show"])
         rows = {}
         for phase in phases:
             out = subprocess.run(
@@ -125,7 +138,7 @@ def main() -> None:
     for phase, row in rows.items():
         print(f"{phase:<22} {row['seconds']:>8.2f} {row['seconds'] / floor:>8.2f} {row['seconds'] / v1_floor:>10.2f}"
               f" {row['rss_peak']:>7.0f}MB"
-              f" {row['rss_peak'] / size_mb:>7.2f}" + (f"   page {row['page_mb']:.1f} MB" if "page_mb" in row else ""))
+              f" {row['rss_peak'] / size_mb:>7.2f}" + (f"   {row['note']}" if "note" in row else ""))
 
 
 if __name__ == "__main__":

@@ -345,10 +345,11 @@ def _record_in_place_of_replay(cassette: str, upstream: str | None, command: lis
 @click.option("--width", type=int, default=None, help="Width of the table (default: the terminal's).")
 def show(cassette: str, width: int | None) -> None:
     """Print a cassette as a timeline."""
-    from tapes.cassette.store import load
-    from tapes.render.show import print_timeline
+    from tapes.cassette.store import stream
+    from tapes.render.show import print_frames
 
-    print_timeline(load(cassette), width=width)
+    with stream(cassette) as frames:  # rows are printed as the frames are read
+        print_frames(frames.header, frames, lambda: frames.warnings, width=width)
 
 
 _CASSETTE_FORMATS = click.Choice(["jsonl", "msgpack"])
@@ -636,20 +637,30 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
     import webbrowser
     from pathlib import Path
 
-    from tapes.cassette.store import load
-    from tapes.render.view import render_page
+    from tapes.cassette.store import stream
+    from tapes.render.view import Side, write_page
 
-    page = render_page(load(cassette), Path(cassette).name)
-    if output == "-":
-        if open_browser:
-            raise UserError("--open needs a file to open: leave out -o - or name a file")
-        click.echo(page, nl=False)
-        return
-    target = Path(output or Path(cassette).with_suffix(".html").name)
-    try:
-        target.write_text(page, encoding="utf-8")
-    except OSError as error:
-        raise UserError(f"{target}: cannot be written ({error.strerror})") from None
+    if output == "-" and open_browser:
+        raise UserError("--open needs a file to open: leave out -o - or name a file")
+    title = Path(cassette).name
+    with stream(cassette) as frames:  # the page is written as the frames are read
+        side = Side(frames.header, frames, lambda: frames.warnings, title)
+        if output == "-":
+            write_page(sys.stdout.buffer, title, [side])
+            return
+        target = Path(output or Path(cassette).with_suffix(".html").name)
+        try:
+            out = open(target, "wb")  # noqa: SIM115 - closed below, and removed if unfinished
+        except OSError as error:
+            raise UserError(f"{target}: cannot be written ({error.strerror})") from None
+        with out:
+            try:
+                write_page(out, title, [side])
+            except BaseException as error:
+                target.unlink(missing_ok=True)  # no half page left behind a damaged cassette
+                if isinstance(error, OSError):
+                    raise UserError(f"{target}: cannot be written ({error.strerror})") from None
+                raise
     click.echo(f"tapes view: wrote {target}", err=True)
     if open_browser:
         webbrowser.open(target.resolve().as_uri())

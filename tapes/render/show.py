@@ -4,15 +4,19 @@ A header block (how the session was recorded), then one line per frame: sequence
 offset, direction, channel, what the frame is (`request tools/call #4`, `error #4 -32601`,
 `raw 31 B`, ...) and a one-line summary of its payload.
 
-Big cassettes: rows are written as plain segments in chunks with precomputed column widths
-(a rich Table measures every cell and takes about a millisecond a row), and summaries are
-built only up to the width they will be shown at, however large the payload.
+Big cassettes: frames are printed as they are read (`print_frames` takes a stream), in chunks
+of plain segments with column widths fixed by the first chunk (a rich Table measures every cell
+and takes about a millisecond a row); what is known only at the end of a long stream (the frame
+count, the loader's warnings) follows the rows. Summaries are built only up to the width they
+will be shown at, however large the payload.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Iterable
+from itertools import islice
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -24,7 +28,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tapes.cassette.frames import Direction, Frame, Kind
-from tapes.cassette.store import Cassette
+from tapes.cassette.store import Cassette, Header
+from tapes.wire.eras import STATELESS_VERSION_KEY
 from tapes.wire.jsonrpc import MessageType, classify, items
 
 ARROWS = {Direction.CLIENT_TO_SERVER: "C→S", Direction.SERVER_TO_CLIENT: "S→C"}
@@ -32,6 +37,7 @@ _CHUNK = 1000  # rows per console.print: output streams, memory stays flat
 _MAX_CHANNEL = 16
 _MAX_WHAT = 44
 _MIN_SUMMARY = 12
+_MORE_SEQ, _MORE_TIME, _MORE_CHANNEL = 7, 10, 10  # widths when more frames may follow: 9999999, +9999.999s, http:99999
 
 _DIRECTION_STYLES = {
     Direction.CLIENT_TO_SERVER: Style(color="cyan"),
@@ -57,40 +63,105 @@ _CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0
 def print_timeline(cassette: Cassette, width: int | None = None, console: Console | None = None) -> None:
     """Print the cassette's header and one row per frame to `console` (default: stdout), in
     `width` columns (default: the console's)."""
+    print_frames(cassette.header, cassette.frames, lambda: cassette.warnings, width, console)
+
+
+def print_frames(
+    header: Header,
+    frames: Iterable[Frame],
+    warnings: Callable[[], list[str]],
+    width: int | None = None,
+    console: Console | None = None,
+) -> None:
+    """`print_timeline` of frames as they stream in (`warnings` is read once they are all in).
+    Rows are printed a chunk at a time: the column widths come from the first chunk, and what is
+    known only at the end of a long stream (frame count, warnings) follows the rows."""
     console = console or Console(width=width)
     width = min(width or console.width, console.width)  # a console never prints wider than itself
-    console.print(_header_block(cassette), width=width, highlight=False)
-    layout = _Layout(cassette.frames, width)
+    frames = iter(frames)
+    chunk = list(islice(frames, _CHUNK))
+    complete = len(chunk) < _CHUNK
+    protocol = ProtocolWatch()
+    for frame in chunk:
+        protocol.see(frame)
+    summary: list[tuple[str, str]] = []
+    if complete or protocol.version:
+        summary.append(("protocol", protocol.version or "unknown"))
+    if complete:
+        summary.append(("frames", str(len(chunk))))
+    console.print(_header_block(header, summary, warnings() if complete else []), width=width, highlight=False)
+    layout = _Layout(chunk, width, complete)
     console.print(layout.heading(), width=width)
-    for start in range(0, len(cassette.frames), _CHUNK):
+    count = 0
+    while chunk:
         # Rows come cut to the width: rich need not measure every segment again.
-        console.print(_Rows(cassette.frames[start : start + _CHUNK], layout), width=width, crop=False)
-    if not cassette.frames:
+        console.print(_Rows(chunk, layout), width=width, crop=False)
+        count += len(chunk)
+        if complete:
+            break
+        chunk = list(islice(frames, _CHUNK))
+        for frame in chunk if protocol.version is None else ():
+            protocol.see(frame)
+    if not count:
         console.print(Text("(no frames)", style=_DIM), width=width)
+    if not complete:
+        summary = [("frames", str(count))] + ([] if any(name == "protocol" for name, _ in summary)
+                                              else [("protocol", protocol.version or "unknown")])
+        console.print(_grid(summary, warnings()), width=width, highlight=False)
 
 
-def _header_block(cassette: Cassette) -> Table:
-    header = cassette.header
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+def _header_block(header: Header, summary: list[tuple[str, str]], warnings: list[str]) -> Table:
     rows = [
         ("transport", header.transport),
         ("server", server_text(header.server)),
         ("created", header.created),
-        ("protocol", cassette.protocol_version or "unknown"),
-        ("frames", str(len(cassette.frames))),
+        *summary,
         ("recorded by", header.tool),
     ]
     if header.labels:
         rows.append(("labels", " ".join(f"{key}={value}" for key, value in header.labels.items())))
     if header.redaction:
         rows.append(("redaction", ", ".join(header.redaction)))
+    return _grid(rows, warnings)
+
+
+def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", min_width=len("recorded by"))  # the footer lines up with the header
+    grid.add_column()
     for name, value in rows:
         grid.add_row(name, Text(_clean(value)))  # Text: no markup parsing of cassette content
-    for warning in cassette.warnings:
+    for warning in warnings:
         grid.add_row(Text("warning", style="bold yellow"), Text(_clean(warning), style="yellow"))
     return grid
+
+
+class ProtocolWatch:
+    """The protocol version a session negotiated (see `Cassette.protocol_version`), worked out as
+    its frames stream past: only the frames that can decide it are kept, and that property
+    decides on them."""
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self._deciding: list[Frame] = []
+        self._initialize_ids: list[Any] = []
+
+    def see(self, frame: Frame) -> None:
+        message = frame.message
+        if self.version is not None or type(message) is not dict:
+            return
+        if frame.from_client:
+            if message.get("method") == "initialize" and "id" in message:
+                self._initialize_ids.append(message["id"])
+            else:
+                params = message.get("params")
+                meta = params.get("_meta") if type(params) is dict else None
+                if "id" not in message or type(meta) is not dict or STATELESS_VERSION_KEY not in meta:
+                    return
+        elif "result" not in message or message.get("id") not in self._initialize_ids:
+            return
+        self._deciding.append(frame)
+        self.version = Cassette(Header("", {}), self._deciding).protocol_version
 
 
 def server_text(server: dict[str, Any]) -> str:
@@ -110,13 +181,15 @@ class _Layout:
 
     COLUMNS = ("#", "time", "dir", "channel", "what", "summary")
 
-    def __init__(self, frames: list[Frame], width: int) -> None:
+    def __init__(self, frames: list[Frame], width: int, complete: bool = True) -> None:
+        """Widths for `frames`; when more may follow (not `complete`), with room for longer ones."""
         seqs = [frame.seq for frame in frames] or [0]
         times = [frame.t for frame in frames] or [0.0]
         channels = {frame.channel for frame in frames}
-        self.seq = max(len(str(max(seqs))), len(str(min(seqs))), 1)
-        self.time = max(len(_offset(max(times))), len(_offset(min(times))), 4)
-        self.channel = min(max([len("channel"), *map(cell_len, map(_clean, channels))]), _MAX_CHANNEL)
+        room = 0 if complete else 1
+        self.seq = max(len(str(max(seqs))), len(str(min(seqs))), 1, room * _MORE_SEQ)
+        self.time = max(len(_offset(max(times))), len(_offset(min(times))), 4, room * _MORE_TIME)
+        self.channel = min(max([len("channel"), room * _MORE_CHANNEL, *map(cell_len, map(_clean, channels))]), _MAX_CHANNEL)
         fixed = self.seq + self.time + 3 + self.channel + 5  # 5 single-space gutters
         self.what = min(_MAX_WHAT, max(len("what"), (width - fixed) * 2 // 5))
         self.summary = max(_MIN_SUMMARY, width - fixed - self.what)
@@ -198,10 +271,11 @@ def describe(frame: Frame, limit: int) -> tuple[str, str, Style]:
 
 def _describe_message(message: Any, limit: int) -> tuple[str, str, Style]:
     kind = classify(message)
-    return _message_what(message, kind), _message_summary(message, kind, limit), _TYPE_STYLES[kind]
+    return message_what(message, kind), _message_summary(message, kind, limit), _TYPE_STYLES[kind]
 
 
-def _message_what(message: Any, kind: MessageType) -> str:
+def message_what(message: Any, kind: MessageType) -> str:
+    """What a JSON-RPC message is: `request tools/call #4`, `result #4`, `batch [3]`, ..."""
     if kind is MessageType.REQUEST:
         return f"request {message['method']} #{_id(message['id'])}"
     if kind is MessageType.NOTIFICATION:
@@ -229,7 +303,7 @@ def _message_summary(message: Any, kind: MessageType, limit: int) -> str:
         parts: list[str] = []
         size = 0
         for item in items(message):  # only as many members as fit
-            parts.append(_message_what(item, classify(item)))
+            parts.append(message_what(item, classify(item)))
             size += len(parts[-1]) + 2
             if size > limit:
                 break
@@ -248,6 +322,10 @@ class _Full(Exception):
 def compact(value: Any, limit: int) -> str:
     """Compact one-line JSON of `value`, cut at about `limit` characters. Stops walking as soon
     as the limit is reached: a 30 MB tool result costs as much as a small one."""
+    if type(value) is int:  # the common scalars (ids, codes) the quick way
+        return str(value)
+    if type(value) is str and len(value) <= limit:
+        return encode_basestring(value)
     parts: list[str] = []
     size = 0
 

@@ -8,36 +8,84 @@ and the client's answer, progress and the request it reports on, a stream the cl
 the GET that resumed it from its last event id, a task's polls and the request that created the
 task (2025-11-25), a subscription's events and its subscriptions/listen request (2026-07-28).
 
-Python turns the cassette into a small JSON model of the diagram; the script in view_assets/
-draws it. Cassettes are untrusted: their content reaches the page only as JSON inside a script
-element, with `<`, `>` and `&` escaped, and the script writes it with textContent, never as
-markup. The page loads nothing from anywhere (its Content-Security-Policy forbids it).
+Big cassettes: the page is written while the frames stream in, never holding them all. Rows go
+out in chunks of ROWS_PER_CHUNK, each as columns (a `tapes-rows` JSON element) followed by the
+frames' full JSON, one line per frame (a `tapes-bodies` text element the script reads only when a
+frame is opened or the filter searches text). What is known only later (a request's progress
+count, a cancel that no response followed) goes out as marks in a later chunk; channels, groups'
+session facts and the header's meta close the page (`tapes-data`). The script draws only the rows
+on screen.
+
+Cassettes are untrusted: their content reaches the page only as JSON or JSON lines inside script
+elements that run nothing, with `<`, `>` and `&` escaped, and the script writes it with
+textContent, never as markup. The page loads nothing from anywhere (its Content-Security-Policy
+forbids it).
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import io
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Any
+from typing import Any, BinaryIO
 
 from tapes.analysis.diff import DiffReport
 from tapes.cassette.frames import STDIO, Frame, Kind
-from tapes.cassette.store import Cassette, CassetteError
-from tapes.render.show import compact, describe, server_text
-from tapes.replay.index import Interaction, RecordingIndex
-from tapes.replay.polls import POLL_METHODS
-from tapes.replay.sessions import split_sessions
+from tapes.cassette.store import Cassette, Header, gc_paused
+from tapes.render.show import ProtocolWatch, compact, describe, message_what, server_text
+from tapes.replay.polls import POLL_METHODS, TASK_PARAM, TASK_STATUS
+from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
+from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
+ROWS_PER_CHUNK = 4096  # rows per data element: the writer holds one chunk, the page parses them one by one
+
+# A row's type picks its arrow's colour and style; the page gets its index (times two, plus one
+# for server→client), so view.js holds the same list.
+TYPES = ("request", "notification", "result", "error", "batch", "invalid",
+         "raw", "stderr", "http", "end", "sse", "exit")  # fmt: skip
+_TYPE_CODE = {name: index for index, name in enumerate(TYPES)}
+
+# The marks that tie rows together: name -> (kind, text, explanation). A mark in the page is
+# [row, its number here, linked seq or null, *args]; the page fills {0}, {1}... with the args and
+# {t} with the linked seq (these templates go with the page, so view.js holds no copy).
+MARKS = {
+    "progress": ("progress", "progress ×{0}", "{0} progress notifications report on this request"),
+    "progress of": ("of", "of #{0}", "progress of request #{0}"),
+    "late": ("late", "after cancel", "the server reported progress after the client had cancelled the request"),
+    "events": ("progress", "events ×{0}", "{0} notifications came on this subscription's stream"),
+    "event of": ("of", "on #{0}", "sent on the stream of subscriptions/listen #{0}"),
+    "closed": ("cancel", "server closed", "the server ended subscription #{0} (frame {t})"),
+    "cancels": ("cancel", "✕ cancels #{0}", "the client cancels request #{0} (frame {t})"),
+    "cancelled": ("cancel", "✕ cancelled", "the client cancelled this request (frame {t})"),
+    "no response": ("race", "no response", "the server never answered the cancelled request"),
+    "never answered": ("race", "never answered", "no response to this request was recorded"),
+    "too late": ("race", "⚡ too late: answered", "the response (frame {t}) was already sent: the response won the race"),
+    "still came": ("race", "⚡ response still came", "the server answered anyway (frame {t}): the race the cancel lost"),
+    "after cancel": ("race", "⚡ after cancel", "sent after the client cancelled (frame {t})"),
+    "raced": ("race", "⚡ raced a cancel", "the client's cancel (frame {t}) came after it"),
+    "answers": ("answer", "↪ answers server #{0}", "the client's answer to the server's request (frame {t})"),
+    "answered": ("answer", "↩ answered at {t}", "the client answered this request in frame {t}"),
+    "for": ("of", "for #{0}", "sent while serving request #{0} (frame {t})"),
+    "poll": ("poll", "poll {0} of task", "{1} about task {2}, created by the request in frame {t}"),
+    "about task": ("poll", "{0} of task", "{1} about task {2}, created by the request in frame {t}"),
+    "polled": ("poll", "polled ×{0}", "task {1} was polled {0} times"),
+    "retry": ("retry", "retry {0} ms", "the server tells the client when to reconnect"),
+    "cut": ("cut", "✂ stream cut", "the stream broke: {0}"),
+    "resume": ("resume", "⟲ resumes {0} after {1}", "the client resumes {0} after its event {2}"),
+    "resume unseen": ("resume", "⟲ Last-Event-ID {0}", "resumes after an event id this recording never saw"),
+    "resumed": ("resumed", "⟲ resumed by {0}", "the client resumed this stream with {0}"),
+}
+_MARK_NUMBER = {name: number for number, name in enumerate(MARKS)}
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
@@ -54,9 +102,27 @@ class Difference:
     severity: str = ""
 
 
+@dataclass
+class Side:
+    """One session to draw: its header, its frames as they come, and the loader's warnings, read
+    once the frames are exhausted (a streamed cassette knows them only then)."""
+
+    header: Header
+    frames: Iterable[Frame]
+    warnings: Callable[[], list[str]]
+    title: str
+    notes: dict[int, list[str]] = field(default_factory=dict)  # frame seq -> differences noted on it
+
+    @classmethod
+    def of(cls, cassette: Cassette, title: str, notes: dict[int, list[str]] | None = None) -> Side:
+        return cls(cassette.header, cassette.frames, lambda: cassette.warnings, title, notes or {})
+
+
 def render_page(cassette: Cassette, title: str) -> str:
     """The page for one cassette; `title` names it (usually its file name)."""
-    return _page(title, {"sides": [_diagram(cassette, title, {})], "differences": []})
+    out = io.BytesIO()
+    write_page(out, title, [Side.of(cassette, title)])
+    return out.getvalue().decode("utf-8")
 
 
 def render_comparison(
@@ -69,33 +135,46 @@ def render_comparison(
         for side, seqs in zip(notes, (difference.a_seqs, difference.b_seqs), strict=True):
             for seq in seqs:
                 side[seq].append(difference.note)
-    model = {
-        "sides": [_diagram(a, titles[0], notes[0]), _diagram(b, titles[1], notes[1])],
-        "differences": [
-            {"note": d.note, "severity": d.severity, "a": list(d.a_seqs), "b": list(d.b_seqs)} for d in differences
-        ],
-    }
-    return _page(f"{titles[0]} ↔ {titles[1]}", model)
+    out = io.BytesIO()
+    write_page(out, f"{titles[0]} ↔ {titles[1]}",
+               [Side.of(a, titles[0], notes[0]), Side.of(b, titles[1], notes[1])], differences)
+    return out.getvalue().decode("utf-8")
 
 
-def _page(title: str, model: dict[str, Any]) -> str:
+def write_page(out: BinaryIO, title: str, sides: Sequence[Side], differences: Sequence[Difference] = ()) -> None:
+    """Write the page to `out` as the sides' frames stream in."""
     assets = files("tapes.render") / "view_assets"
-    data = json.dumps(model, ensure_ascii=False, separators=(",", ":"))
-    # str.replace, not str.translate: translate with a table went char by char, a third of the page's time
-    data = data.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    # A lone surrogate (legal in a JSON-RPC string) cannot be encoded as UTF-8: write it as the
-    # JSON escape it came from, so the page can always be saved.
-    data = data.encode("utf-8", "backslashreplace").decode("utf-8")
-    return (
+    out.write((
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title.encode('utf-8', 'backslashreplace').decode())} · tapes view</title>"
         f"<style>{(assets / 'view.css').read_text()}</style></head>\n<body>"
-        "<noscript>This page draws the session with JavaScript; please enable it.</noscript>"
-        f'<script type="application/json" id="tapes-data">{data}</script>\n'
-        f"<script>{(assets / 'view.js').read_text()}</script></body></html>\n"
-    )
+        "<noscript>This page draws the session with JavaScript; please enable it.</noscript>\n"
+    ).encode())
+    with gc_paused():  # millions of small containers, none of them garbage
+        models = [_Diagram(index, side, out).draw() for index, side in enumerate(sides)]
+    model = {
+        "marks": list(MARKS.values()),
+        "sides": models,
+        "differences": [
+            {"note": d.note, "severity": d.severity, "a": list(d.a_seqs), "b": list(d.b_seqs)} for d in differences
+        ],
+    }
+    out.write(b'<script type="application/json" id="tapes-data">' + _json(model) + b"</script>\n")
+    out.write(f"<script>{(assets / 'view.js').read_text()}</script></body></html>\n".encode())
+
+
+def _json(value: Any) -> bytes:
+    """`value` as JSON that is safe inside a script element, and always UTF-8."""
+    return _script_safe(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace"))
+
+
+def _script_safe(data: bytes) -> bytes:
+    # In JSON these three occur only inside strings, where their \u escapes mean the same. With
+    # no `<` left, nothing can close the element or open a comment. (bytes.replace, not a
+    # translate table: that went char by char, a third of the page's time.)
+    return data.replace(b"&", b"\\u0026").replace(b"<", b"\\u003c").replace(b">", b"\\u003e")
 
 
 # --- the diagram model ------------------------------------------------------------------------
@@ -110,9 +189,21 @@ class _Channel:
     request_row: int | None = None  # HTTP: the rows of its request and response heads
     response_row: int | None = None
     end: str | None = None  # how its last stream end went: "closed", "client_disconnect", ...
+    end_row: int | None = None  # the row of its first stream end
     label: str = ""
+    method: str = ""  # HTTP: its request's method
+    resumes: bool = False  # a GET carrying Last-Event-ID
+    legacy: bool = False  # it announced a legacy SSE endpoint
+    group: int | None = None  # the interaction of the first request it carried
+    session: str | None = None
 
     def model(self) -> dict[str, Any]:
+        if self.request_row is not None and not self.label:
+            if self.method == "GET":
+                kind = "resume" if self.resumes else "legacy SSE" if self.legacy else "stream"
+                self.label = f"{self.name} GET {kind}" if kind != "legacy SSE" else f"{self.name} {kind}"
+            else:
+                self.label = f"{self.name} {self.method}"
         return {
             "name": self.name,
             "label": self.label or self.name,
@@ -121,188 +212,238 @@ class _Channel:
             "req": self.request_row,
             "res": self.response_row,
             "end": self.end,
-        }
-
-
-@dataclass
-class _Row:
-    frame: Frame
-    channel: int
-    what: str
-    summary: str
-    type: str
-    ids: list[str] = field(default_factory=list)
-    group: int | None = None
-    marks: list[list[Any]] = field(default_factory=list)  # [kind, text, linked seq | None, explanation]
-
-    def mark(self, kind: str, text: str, target: int | None = None, explanation: str = "") -> None:
-        self.marks.append([kind, text, target, explanation or text])
-
-    def model(self, notes: list[str]) -> dict[str, Any]:
-        frame = self.frame
-        row: dict[str, Any] = {
-            "seq": frame.seq,
-            "t": round(frame.t, 6),
-            "dir": "c" if frame.from_client else "s",
-            "ch": self.channel,
-            "type": self.type,
-            "what": self.what,
-            "body": _body(frame),
-        }
-        optional = {
-            "sum": self.summary,
-            "eid": _event_id(frame),
             "g": self.group,
-            "ids": self.ids,
-            "marks": self.marks,
-            "notes": notes,
         }
-        row.update((key, value) for key, value in optional.items() if value or value == 0)
-        return row
 
 
-def _diagram(cassette: Cassette, title: str, notes: dict[int, list[str]]) -> dict[str, Any]:
-    frames = cassette.frames
-    channels: dict[str, _Channel] = {}
-    rows: list[_Row] = []
-    for index, frame in enumerate(frames):
-        channel = channels.get(frame.channel) or channels.setdefault(
-            frame.channel, _Channel(frame.channel, len(channels), index)
-        )
-        channel.last = index
-        if frame.kind is Kind.HTTP_REQUEST and channel.request_row is None:
-            channel.request_row = index
-        elif frame.kind is Kind.HTTP_RESPONSE and channel.response_row is None:
-            channel.response_row = index
-        elif frame.kind is Kind.STREAM_END:
-            channel.end = str((frame.info or {}).get("reason", "closed"))
-        what, summary, kind = _label(frame)
-        rows.append(_Row(frame, channel.index, what, summary, kind, _ids(frame)))
-    for channel in channels.values():
-        channel.label = _channel_label(channel, frames)
-    groups = _link_interactions(frames, rows)
-    _mark_streams(frames, rows, channels)
-    _mark_tasks(rows)
-    recorded = cassette.header
-    meta = [
-        ["transport", recorded.transport],
-        ["server", server_text(recorded.server)],
-        ["created", recorded.created],
-        ["protocol", cassette.protocol_version or "unknown"],
-        ["frames", str(len(frames))],
-        ["recorded by", recorded.tool],
-    ]
-    if recorded.labels:
-        meta.append(["labels", " ".join(f"{key}={value}" for key, value in recorded.labels.items())])
-    return {
-        "title": title,
-        "meta": meta,
-        "warnings": cassette.warnings,
-        "channels": [channel.model() for channel in channels.values()],
-        "groups": groups,
-        "rows": [row.model(notes.get(row.frame.seq, [])) for row in rows],
-    }
+class _Diagram:
+    """One side, drawn as its frames stream past: each frame becomes a row of the current chunk
+    (columns, plus its JSON line), and the links keep only small state per request."""
+
+    def __init__(self, index: int, side: Side, out: BinaryIO) -> None:
+        self.index = index
+        self.side = side
+        self.out = out
+        self.channels: dict[str, _Channel] = {}
+        self.links = _Links(self)
+        self.rows = 0
+        self.protocol = ProtocolWatch()
+        self.previous: _Channel | None = None  # the channel of the row before, if it was a POST's head
+        self._new_chunk()
+
+    def _new_chunk(self) -> None:
+        self.seq: list[int] = []
+        self.t: list[float] = []
+        self.code: list[int] = []
+        self.ch: list[int] = []
+        self.what: list[str] = []
+        self.summary: list[str] = []  # "" where the page works it out from the body
+        self.ids: list[str] = []  # JSON-RPC ids the filter's #id finds the row by, space-separated
+        self.group: list[int] = []
+        self.event_ids: list[list[Any]] = []  # [row, SSE event id]
+        self.marks: list[list[Any]] = []  # [row, MARKS number, linked seq | None, *args]
+        self.notes: list[list[Any]] = []  # [row, note]
+        self.groups: list[int | str] = []  # the groups (interactions) begun in this chunk: their request's row, or label
+        self.bodies: list[bytes] = []
+
+    def mark(self, row: int, name: str, target: int | None, *args: Any) -> None:
+        """Mark a row with the MARKS entry `name`, linked to the frame `target` (a seq) if not None."""
+        self.marks.append([row, _MARK_NUMBER[name], target, *args])
+
+    def draw(self) -> dict[str, Any]:
+        notes = self.side.notes
+        for frame in self.side.frames:
+            self.add(frame)
+            if frame.seq in notes:
+                self.notes += [[self.rows - 1, note] for note in notes[frame.seq]]
+            if len(self.seq) == ROWS_PER_CHUNK:
+                self.flush()
+        self.links.finish()
+        self.flush()
+        recorded = self.side.header
+        meta = [
+            ["transport", recorded.transport],
+            ["server", server_text(recorded.server)],
+            ["created", recorded.created],
+            ["protocol", self.protocol.version or "unknown"],
+            ["frames", str(self.rows)],
+            ["recorded by", recorded.tool],
+        ]
+        if recorded.labels:
+            meta.append(["labels", " ".join(f"{key}={value}" for key, value in recorded.labels.items())])
+        if recorded.redaction:
+            meta.append(["redaction", ", ".join(recorded.redaction)])
+        return {
+            "title": self.side.title,
+            "meta": meta,
+            "warnings": self.side.warnings(),
+            "rows": self.rows,
+            "channels": [channel.model() for channel in self.channels.values()],
+        }
+
+    def flush(self) -> None:
+        if not self.seq and not self.marks:
+            return
+        chunk = {"seq": self.seq, "t": self.t, "k": self.code, "ch": self.ch, "w": self.what, "s": self.summary,
+                 "i": self.ids, "g": self.group, "e": self.event_ids, "m": self.marks, "n": self.notes,
+                 "gl": self.groups}
+        self.out.write(b'<script type="application/json" class="tapes-rows" data-side="%d">' % self.index
+                       + _json(chunk) + b"</script>\n")
+        self.out.write(b'<script type="text/plain" class="tapes-bodies" data-side="%d">' % self.index
+                       + _script_safe(b"\n".join(self.bodies)) + b"</script>\n")
+        self._new_chunk()
+
+    def add(self, frame: Frame) -> None:
+        row = self.rows
+        self.rows += 1
+        channel = self.channels.get(frame.channel)
+        if channel is None:
+            channel = self.channels[frame.channel] = _Channel(frame.channel, len(self.channels), row)
+        channel.last = row
+        kind = frame.kind
+        message = frame.message
+        self.protocol.see(frame)
+        post, self.previous = self.previous, None
+        if kind is Kind.MESSAGE:
+            type_, what = _message_label(message)
+            summary = ""
+        else:
+            what, summary, type_ = self._label(frame, channel, row)
+            if message is not None:
+                summary = ""  # an SSE event carrying a message: the page summarises it as one
+        if frame.partial:
+            what += " (partial)"
+        if post is channel and frame.from_client and message is not None:  # a POST's body names it
+            channel.label = f"{channel.name} POST {what.split(' ', 1)[-1]}"
+        self.seq.append(frame.seq)
+        self.t.append(round(frame.t, 6))
+        self.code.append(_TYPE_CODE[type_] * 2 + (not frame.from_client))
+        self.ch.append(channel.index)
+        self.what.append(what)
+        self.summary.append(summary)
+        self.ids.append(_ids(message) if message is not None else "")
+        self.group.append(self.links.see(frame, row, channel, type_) if message is not None else -1)
+        self.bodies.append(_body(frame))
+
+    def _label(self, frame: Frame, channel: _Channel, row: int) -> tuple[str, str, str]:
+        """(what, summary, type) of a frame that is not a plain message, noting on the way what
+        its channel is and the streams' links."""
+        info = frame.info or {}
+        if frame.kind is Kind.HTTP_REQUEST:
+            if channel.request_row is None:
+                channel.request_row = row
+                channel.method = method = info.get("method") if isinstance(info.get("method"), str) else "?"
+                if method == "POST":
+                    self.previous = channel
+                elif method != "GET":
+                    channel.label = f"{channel.name} {_text(method, 12)}"
+            self.links.http_request(frame, channel, row)
+            return f"{_text(info.get('method'), 20)} {_text(info.get('path'), 80)}", "", "http"
+        if frame.kind is Kind.HTTP_RESPONSE:
+            if channel.response_row is None:
+                channel.response_row = row
+            self.links.session_found(channel, header(info.get("headers"), SESSION_HEADER))
+            content_type = header(info.get("headers"), "content-type") or ""
+            return f"HTTP {compact(info.get('status'), 10)} {_text(content_type, 40)}".rstrip(), "", "http"
+        if frame.kind is Kind.STREAM_END:
+            reason = info.get("reason")
+            channel.end = str(info.get("reason", "closed"))
+            self.links.stream_end(frame, channel, row)
+            what = {"client_disconnect": "client disconnected", "upstream_error": "upstream error"}.get(
+                reason if isinstance(reason, str) else "", f"stream end ({compact(reason, 30)})"
+            )
+            detail = info.get("detail")
+            return what, "" if detail is None else _text(detail, SUMMARY_LIMIT), "end"
+        if frame.kind is Kind.SSE_EVENT:
+            event_id = info.get("id")
+            if event_id is not None:
+                self.event_ids.append([row, _text(event_id, 200)])
+            if info.get("event") == "endpoint":
+                channel.legacy = True
+                self.links.session_found(channel, legacy_session_id(frame.payload.decode("utf-8", "replace")))
+            self.links.sse_event(frame, row)
+            if frame.message is None:
+                data = (frame.data or b"").decode("utf-8", "replace")
+                if not data and event_id is not None:
+                    return "sse priming", "", "sse"
+                event = info.get("event")
+                return f"sse {_text(event, 30) if event else 'event'}", data[:SUMMARY_LIMIT], "sse"
+            type_, what = _message_label(frame.message)
+            return what, "", type_
+        if frame.kind is Kind.EXIT:
+            return "exit", " ".join(f"{key}={compact(value, 20)}" for key, value in info.items()), "exit"
+        what, _, _ = describe(frame, 0)  # a stderr or raw line: the page summarises it from the body
+        return what.removesuffix(" (partial)"), "", frame.kind.value
 
 
-def _label(frame: Frame) -> tuple[str, str, str]:
-    """(what, summary, type) of a row; the type picks the arrow's colour and style."""
-    info = frame.info or {}
-    if frame.kind is Kind.HTTP_REQUEST:
-        return f"{_text(info.get('method'), 20)} {_text(info.get('path'), 80)}", "", "http"
-    if frame.kind is Kind.HTTP_RESPONSE:
-        content_type = header(info.get("headers"), "content-type") or ""
-        return f"HTTP {compact(info.get('status'), 10)} {_text(content_type, 40)}".rstrip(), "", "http"
-    if frame.kind is Kind.STREAM_END:
-        reason = info.get("reason")
-        what = {"client_disconnect": "client disconnected", "upstream_error": "upstream error"}.get(
-            reason if isinstance(reason, str) else "", f"stream end ({compact(reason, 30)})"
-        )
-        detail = info.get("detail")
-        return what, "" if detail is None else _text(detail, SUMMARY_LIMIT), "end"
-    if frame.kind is Kind.SSE_EVENT and frame.message is None:
-        data = (frame.data or b"").decode("utf-8", "replace")
-        if not data and info.get("id") is not None:
-            return "sse priming", "", "sse"
-        event = info.get("event")
-        return f"sse {_text(event, 30) if event else 'event'}", data[:SUMMARY_LIMIT], "sse"
-    if frame.kind is Kind.EXIT:
-        return "exit", " ".join(f"{key}={compact(value, 20)}" for key, value in info.items()), "exit"
-    what, summary, _ = describe(frame, SUMMARY_LIMIT)
-    if frame.kind is Kind.SSE_EVENT:
-        what = what.removeprefix("sse event ")  # its event id says it came as an SSE event
-    kind = classify(frame.message).value if frame.message is not None else frame.kind.value
-    what = what.removeprefix("notification ")  # its method says so: notifications/…
-    if kind == "notification" and frame.message.get("method") == "notifications/progress":
-        params = frame.message.get("params") or {}
-        total = f"/{compact(params.get('total'), 12)}" if "total" in params else ""
-        what = f"progress {compact(params.get('progress'), 12)}{total}"
-    return what, summary[: SUMMARY_LIMIT + 1], kind
+def _message_label(message: Any) -> tuple[str, str]:
+    """(type, what) of a JSON-RPC message; the page works out its summary from the body."""
+    kind = classify(message)
+    if kind is MessageType.NOTIFICATION:
+        if message["method"] == "notifications/progress":
+            params = message.get("params") or {}
+            total = f"/{_text(params.get('total'), 12)}" if "total" in params else ""
+            return kind.value, f"progress {_text(params.get('progress'), 12)}{total}"
+        return kind.value, message["method"]
+    return kind.value, message_what(message, kind)
 
 
 def _text(value: Any, limit: int) -> str:
-    return value[:limit] if isinstance(value, str) else compact(value, limit)
+    if isinstance(value, str):
+        return value[:limit]
+    if type(value) is int or type(value) is float:
+        return repr(value)[:limit] if math.isfinite(value) else compact(value, limit)
+    return compact(value, limit)
 
 
-def _event_id(frame: Frame) -> str | None:
-    if frame.kind is not Kind.SSE_EVENT or not frame.info or frame.info.get("id") is None:
-        return None
-    return _text(frame.info["id"], 200)
-
-
-def _ids(frame: Frame) -> list[str]:
-    """The JSON-RPC ids a row answers to in the filter box: its messages' ids, and the request a
-    cancellation or a progress notification refers to."""
-    if frame.message is None:
-        return []
+def _ids(message: Any) -> str:
+    """The JSON-RPC ids a row answers to in the filter box, space-separated: its messages' ids,
+    and the request a cancellation or a progress notification refers to."""
     found = []
-    for item in items(frame.message):
-        if not isinstance(item, dict):
+    for item in (message,) if type(message) is dict else items(message):
+        if type(item) is not dict:
             continue
-        params = item.get("params") if isinstance(item.get("params"), dict) else {}
-        for value in (item.get("id"), params.get("requestId"), params.get("progressToken")):
-            if isinstance(value, (str, int)) and not isinstance(value, bool):
-                found.append(str(value))
-    return found
+        params = item.get("params")
+        values = (item.get("id"), params.get("requestId"), params.get("progressToken")) if type(params) is dict \
+            else (item.get("id"),)
+        for value in values:
+            if type(value) is int or type(value) is str:
+                found.append(str(value).replace(" ", "\u00a0"))
+    return " ".join(found)
 
 
-def _channel_label(channel: _Channel, frames: Sequence[Frame]) -> str:
-    """What an exchange was: `POST tools/call #4`, `GET stream`, `GET resume`, `legacy SSE`."""
-    if channel.request_row is None:
-        return channel.name
-    info = frames[channel.request_row].info or {}
-    method = info.get("method") if isinstance(info.get("method"), str) else "?"
-    if method == "POST":
-        body = frames[channel.request_row + 1] if channel.request_row + 1 < len(frames) else None
-        if body is not None and body.channel == channel.name and body.from_client and body.message is not None:
-            what, _, _ = describe(body, 0)
-            return f"{channel.name} POST {what.split(' ', 1)[-1]}"
-        return f"{channel.name} POST"
-    if method == "GET":
-        if header(info.get("headers"), "last-event-id") is not None:
-            return f"{channel.name} GET resume"
-        events = (f for f in frames[channel.first : channel.last + 1] if f.channel == channel.name)
-        if any(f.kind is Kind.SSE_EVENT and (f.info or {}).get("event") == "endpoint" for f in events):
-            return f"{channel.name} legacy SSE"
-        return f"{channel.name} GET stream"
-    return f"{channel.name} {_text(method, 12)}"
-
-
-def _body(frame: Frame) -> Any:
-    """What the details panel shows of a frame: its message, bytes and info, cut at DETAIL_LIMIT."""
-    body: dict[str, Any] = {}
-    if frame.message is not None:
-        body["message"] = _jsonable(frame.message)
-    if frame.data is not None:
-        try:
-            body["data"] = frame.data.decode("utf-8")
-        except UnicodeDecodeError:
-            body["data (base64)"] = base64.b64encode(frame.data).decode("ascii")
-    if frame.info is not None:
-        body["info"] = _jsonable(frame.info)
-    text = json.dumps(body, ensure_ascii=False)
-    if len(text) > DETAIL_LIMIT:
-        return f"{text[:DETAIL_LIMIT]}… ({len(text) - DETAIL_LIMIT} more characters; `tapes export` has them all)"
-    return body
+def _body(frame: Frame) -> bytes:
+    """The frame's JSON for the details panel (its message, bytes and info) as one line, cut at
+    DETAIL_LIMIT characters."""
+    parts = []
+    try:
+        if frame.message is not None:
+            parts.append(b'"message":' + encode(frame.message))
+        if frame.data is not None:
+            parts.append(b'"data":' + encode(frame.data.decode("utf-8")))
+        if frame.info is not None:
+            parts.append(b'"info":' + encode(frame.info))
+        line = b"{" + b",".join(parts) + b"}"
+        if b"NaN" in line or b"Infinity" in line:  # maybe not JSON (JSON.parse refuses NaN): the slow way
+            raise ValueError
+    except (TypeError, ValueError):  # bytes in the message or info, a lone surrogate, bytes not UTF-8
+        body: dict[str, Any] = {}
+        if frame.message is not None:
+            body["message"] = _jsonable(frame.message)
+        if frame.data is not None:
+            try:
+                body["data"] = frame.data.decode("utf-8")
+            except UnicodeDecodeError:
+                body["data (base64)"] = base64.b64encode(frame.data).decode("ascii")
+        if frame.info is not None:
+            body["info"] = _jsonable(frame.info)
+        line = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
+    if len(line) > DETAIL_LIMIT:
+        text = line.decode("utf-8", "replace")
+        if len(text) > DETAIL_LIMIT:
+            cut = f"{text[:DETAIL_LIMIT]}… ({len(text) - DETAIL_LIMIT} more characters; `tapes export` has them all)"
+            line = json.dumps(cut, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    return line
 
 
 def _jsonable(value: Any) -> Any:
@@ -322,216 +463,342 @@ def _jsonable(value: Any) -> Any:
 # --- links between frames ---------------------------------------------------------------------
 
 
-def _owners(frames: Sequence[Frame]) -> dict[tuple[int, int], Interaction]:
-    """The interaction each message item (frame seq, index in a batch) belongs to, exactly as the
-    replay engine ties them: both read the recording's causality index."""
-    owners: dict[tuple[int, int], Interaction] = {}
-    for session in split_sessions(frames):  # ids are only unique within an HTTP session
-        try:
-            owners.update(RecordingIndex.of(session.frames).interactions_by_item())
-        except CassetteError:
-            continue  # e.g. msgpack bytes inside a message: the page shows the frames unlinked
-    return owners
+def _key(request_id: Any) -> Any:
+    """A JSON-RPC id as a dict key: 1 and "1" are different ids, 1 and 1.0 are not (the replay
+    index ties them the same way). Ids JSON-RPC does not allow are not keys at all."""
+    if isinstance(request_id, str):
+        return ("s", request_id)
+    if isinstance(request_id, (int, float)) and not isinstance(request_id, bool):
+        return request_id
+    return None
 
 
-def _link_interactions(frames: Sequence[Frame], rows: list[_Row]) -> list[dict[str, Any]]:
-    """Group rows by interaction and mark cancellations, races, server→client requests and
-    progress. Returns the groups: a label and the seqs of their frames."""
-    row_of_seq = {row.frame.seq: row for row in rows}
-    groups: dict[int, dict[str, Any]] = {}  # id(interaction) -> its group
-    stories: dict[int, _Story] = {}
-    for (seq, index), interaction in sorted(_owners(frames).items()):
-        row = row_of_seq[seq]
-        group = groups.setdefault(
-            id(interaction), {"label": interaction.describe(), "seqs": [], "index": len(groups)}
-        )
-        if row.group is None:
-            row.group = group["index"]
-            group["seqs"].append(seq)
-        story = stories.setdefault(id(interaction), _Story(interaction))
-        story.add(row, items(row.frame.message)[index])
-    for story in stories.values():
-        story.mark()
-    _group_http_heads(rows, groups)
-    return [{"label": group["label"], "seqs": group["seqs"]} for group in groups.values()]
+class _Interaction:
+    """A client request and what the page links to it, kept small: row numbers and counts."""
 
+    __slots__ = ("cancel", "events", "group", "long_lived", "progress", "request_id", "response",
+                 "row", "seq", "server_requests")
 
-def _group_http_heads(rows: list[_Row], groups: dict[int, dict[str, Any]]) -> None:
-    """On HTTP, the heads, priming event and end of a request's own exchange belong to it too."""
-    by_group = {group["index"]: group for group in groups.values()}
-    channel_group: dict[int, int] = {}
-    for row in rows:
-        if row.group is not None and row.frame.from_client and row.type == MessageType.REQUEST:
-            channel_group.setdefault(row.channel, row.group)
-    for row in rows:
-        if row.group is None and row.frame.channel != STDIO and row.channel in channel_group:
-            row.group = channel_group[row.channel]
-            by_group[row.group]["seqs"].append(row.frame.seq)
-    for group in groups.values():
-        group["seqs"].sort()
+    def __init__(self, group: int, row: int, seq: int, request_id: Any, long_lived: bool) -> None:
+        self.group = group
+        self.row = row
+        self.seq = seq
+        self.request_id = str(request_id) if type(request_id) is int else compact(request_id, 40)
+        self.long_lived = long_lived
+        self.response: tuple[int, int] | None = None  # (row, seq) of the server's response
+        self.cancel: tuple[int, int] | None = None  # ... of the client's first cancel of it
+        self.progress: list[int] = []  # [count, seq of the first] of its progress notifications
+        self.events: list[int] = []  # the same for what its subscriptions/listen stream carried
+        self.server_requests: dict[Any, tuple[int, int]] | None = None  # server→client requests sent for it
 
 
 @dataclass
-class _Story:
-    """The frames of one interaction that the page links to each other."""
+class _Session:
+    """What the links need of one session: request ids are only unique within it."""
 
-    interaction: Interaction
-    request: _Row | None = None
-    response: _Row | None = None
-    cancels: list[_Row] = field(default_factory=list)
-    progress: list[_Row] = field(default_factory=list)
-    events: list[_Row] = field(default_factory=list)  # what a subscriptions/listen stream carried
-    server_requests: dict[Any, _Row] = field(default_factory=dict)  # by their id
-    answers: list[tuple[Any, _Row]] = field(default_factory=list)  # (server request id, the client's answer)
-
-    def add(self, row: _Row, item: dict[str, Any]) -> None:
-        kind = classify(item)
-        from_client = row.frame.from_client
-        if kind is MessageType.REQUEST:
-            if from_client:
-                self.request = self.request or row
-            else:
-                self.server_requests.setdefault(_key(item["id"]), row)
-        elif kind in (MessageType.RESULT, MessageType.ERROR):
-            if from_client:
-                self.answers.append((_key(item["id"]), row))
-            elif _key(item["id"]) == _key(self.interaction.recorded_id):
-                self.response = self.response or row
-        elif item["method"] == "notifications/cancelled" and from_client:
-            self.cancels.append(row)
-        elif item["method"] == "notifications/progress" and not from_client:
-            self.progress.append(row)
-        elif not from_client and self.interaction.long_lived:
-            self.events.append(row)
-
-    def mark(self) -> None:
-        request, response = self.request, self.response
-        request_id = compact(self.interaction.recorded_id, 40)
-        if request is not None and self.progress:
-            request.mark("progress", f"progress ×{len(self.progress)}", self.progress[0].frame.seq,
-                         f"{len(self.progress)} progress notifications report on this request")
-        for progress in self.progress:
-            progress.mark("of", f"of #{request_id}", self.interaction.frame_seq, f"progress of request #{request_id}")
-            if self.cancels and progress.frame.seq > self.cancels[0].frame.seq:
-                progress.mark("late", "after cancel", self.cancels[0].frame.seq,
-                              "the server reported progress after the client had cancelled the request")
-        if request is not None and self.events:
-            request.mark("progress", f"events ×{len(self.events)}", self.events[0].frame.seq,
-                         f"{len(self.events)} notifications came on this subscription's stream")
-        for event in self.events:
-            event.mark("of", f"on #{request_id}", self.interaction.frame_seq,
-                       f"sent on the stream of subscriptions/listen #{request_id}")
-        if response is not None and self.interaction.long_lived:
-            response.mark("cancel", "server closed", self.interaction.frame_seq,
-                          f"the server ended subscription #{request_id} (frame {self.interaction.frame_seq})")
-        for cancel in self.cancels:
-            cancel.mark("cancel", f"✕ cancels #{request_id}", self.interaction.frame_seq,
-                        f"the client cancels request #{request_id} (frame {self.interaction.frame_seq})")
-            if response is None:
-                cancel.mark("race", "no response", None, "the server never answered the cancelled request")
-            elif response.frame.seq < cancel.frame.seq:
-                cancel.mark("race", "⚡ too late: answered", response.frame.seq,
-                            f"the response (frame {response.frame.seq}) was already sent: the response won the race")
-            else:
-                cancel.mark("race", "⚡ response still came", response.frame.seq,
-                            f"the server answered anyway (frame {response.frame.seq}): the race the cancel lost")
-        if self.cancels and request is not None:
-            first = self.cancels[0].frame.seq
-            request.mark("cancel", "✕ cancelled", first, f"the client cancelled this request (frame {first})")
-            if response is None:
-                request.mark("race", "never answered", None, "no response to this request was recorded")
-        if self.cancels and response is not None:
-            first = self.cancels[0].frame.seq
-            if response.frame.seq > first:
-                response.mark("race", "⚡ after cancel", first, f"sent after the client cancelled (frame {first})")
-            else:
-                response.mark("race", "⚡ raced a cancel", first, f"the client's cancel (frame {first}) came after it")
-        for server_request_id, answer in self.answers:
-            asked = self.server_requests.get(server_request_id)
-            if asked is not None:
-                answer.mark("answer", f"↪ answers server #{compact(server_request_id[1], 40)}", asked.frame.seq,
-                            f"the client's answer to the server's request (frame {asked.frame.seq})")
-                asked.mark("answer", f"↩ answered at {answer.frame.seq}", answer.frame.seq,
-                           f"the client answered this request in frame {answer.frame.seq}")
-        for server_request in self.server_requests.values():
-            server_request.mark("of", f"for #{request_id}", self.interaction.frame_seq,
-                                f"sent while serving request #{request_id} (frame {self.interaction.frame_seq})")
+    open_by_id: dict[Any, _Interaction] = field(default_factory=dict)  # awaiting a response
+    by_id: dict[Any, _Interaction] = field(default_factory=dict)  # the latest request with the id (a cancel may race its answer)
+    by_token: dict[Any, _Interaction] = field(default_factory=dict)
+    by_server_request: dict[Any, _Interaction | None] = field(default_factory=dict)
+    pending: dict[int, _Interaction] = field(default_factory=dict)  # open, oldest first (by id())
+    on_channel: dict[str, _Interaction] = field(default_factory=dict)  # HTTP: the last request an exchange carried
+    unanswered: dict[tuple[bool, Any], tuple[int, int]] = field(default_factory=dict)  # (sent by the client, id) -> row, for tasks
+    tasks: dict[tuple[bool, Any], _Task] = field(default_factory=dict)  # (run by the client, task id)
 
 
-def _mark_tasks(rows: list[_Row]) -> None:
-    """Tie each task's polls, status notifications and result request to the request that
-    created it (the one answered with the task): a task is asked about in requests of its own."""
-    created: dict[tuple[bool, Any], _Row] = {}  # (created by the server, task id) -> the request's row
-    requests: dict[tuple[bool, Any], _Row] = {}  # (sent by the client, request id) -> its row
-    about: dict[tuple[bool, Any], list[tuple[_Row, str]]] = defaultdict(list)
-    for row in rows:
-        for item in items(row.frame.message) if row.frame.message is not None else ():
+@dataclass
+class _Task:
+    created: tuple[int, int] | None = None  # (row, seq) of the request answered with the task
+    name: str = ""
+    polls: int = 0
+    first_poll: int | None = None  # its seq
+    before: list[tuple[int, int, str]] = field(default_factory=list)  # (row, seq, method) about it before it was created
+
+
+class _Links:
+    """The one streaming pass that ties rows together: interactions as the replay index ties them
+    (tapes/replay/index.py), tasks, and resumed streams; each session keeps its own state."""
+
+    def __init__(self, diagram: _Diagram) -> None:
+        self.diagram = diagram
+        self.interactions = 0
+        self.sessions: dict[str | None, _Session] = {}
+        self.unsettled: dict[str, list[_Interaction]] = {}  # channels whose session is not known yet
+        self.last_event: dict[str, tuple[int, int, str]] = {}  # SSE event id -> (row, seq, channel) carrying it last
+        self.resumed: dict[str, tuple[int, str, int]] = {}  # channel -> (origin row, resuming channel, its seq)
+        self.ends: dict[str, int] = {}  # channel -> the row of its stream end
+        self.watched: list[_Interaction] = []  # those with marks to write at the end (counts, cancels)
+
+    def session(self, channel: _Channel) -> _Session:
+        found = self.sessions.get(channel.session)
+        if found is None:
+            found = self.sessions[channel.session] = _Session()
+        return found
+
+    def session_found(self, channel: _Channel, session_id: str | None) -> None:
+        """`channel` belongs to `session_id` (an HTTP head or an endpoint named it). What it carried
+        before its session was known (an initialize POST's request) moves there."""
+        if session_id is None or channel.session is not None or channel.name == STDIO:
+            return
+        old = self.session(channel)
+        channel.session = session_id
+        new = self.session(channel)
+        for interaction in self.unsettled.pop(channel.name, ()):
+            for table in ("open_by_id", "by_id", "by_token"):
+                source, target = getattr(old, table), getattr(new, table)
+                for key in [key for key, value in source.items() if value is interaction]:
+                    target[key] = source.pop(key)
+            if old.pending.pop(id(interaction), None) is not None:
+                new.pending[id(interaction)] = interaction
+            if old.on_channel.get(channel.name) is interaction:
+                new.on_channel[channel.name] = old.on_channel.pop(channel.name)
+
+    def http_request(self, frame: Frame, channel: _Channel, row: int) -> None:
+        info = frame.info or {}
+        self.session_found(channel, header(info.get("headers"), SESSION_HEADER))
+        self.session_found(channel, legacy_session_id(info.get("path") or "") if isinstance(info.get("path"), str) else None)
+        resumed_from = header(info.get("headers"), "last-event-id")
+        if resumed_from is None:
+            return
+        channel.resumes = True
+        mark = self.diagram.mark
+        origin = self.last_event.get(_text(resumed_from, 200))
+        if origin is None:
+            mark(row, "resume unseen", None, resumed_from[:40])
+            return
+        origin_row, origin_seq, origin_channel = origin
+        mark(row, "resume", origin_seq, origin_channel, resumed_from[:40], resumed_from)
+        end = self.ends.get(origin_channel)
+        if end is not None and end >= origin_row:
+            self._mark_resumed(end, frame.channel, frame.seq)
+        else:  # its end comes later, or never: the mark goes on the end, or on the event
+            self.resumed[origin_channel] = (origin_row, frame.channel, frame.seq)
+
+    def sse_event(self, frame: Frame, row: int) -> None:
+        info = frame.info or {}
+        if info.get("retry") is not None:
+            self.diagram.mark(row, "retry", None, compact(info["retry"], 12))
+        if info.get("id") is not None:
+            self.last_event[_text(info["id"], 200)] = (row, frame.seq, frame.channel)
+
+    def stream_end(self, frame: Frame, channel: _Channel, row: int) -> None:
+        reason = (frame.info or {}).get("reason")
+        if reason in ("client_disconnect", "upstream_error"):
+            self.diagram.mark(row, "cut", None, reason)
+        self.ends.setdefault(frame.channel, row)
+        if frame.channel in self.resumed and self.resumed[frame.channel][0] <= row:
+            self._mark_resumed(row, *self.resumed.pop(frame.channel)[1:])
+
+    def _mark_resumed(self, row: int, by: str, seq: int) -> None:
+        self.diagram.mark(row, "resumed", seq, by)
+
+    # --- interactions
+
+    def see(self, frame: Frame, row: int, channel: _Channel, type_: str) -> int:
+        """Link a frame's message items; returns the group of the row (its first item's interaction), or -1."""
+        session = self.session(channel)
+        group = -1
+        for item in items(frame.message):
             if not isinstance(item, dict):
                 continue
-            kind, from_client = classify(item), row.frame.from_client
-            if kind is MessageType.REQUEST:
-                requests[(from_client, _key(item["id"]))] = row
-            result = item.get("result") if kind is MessageType.RESULT else None
-            task = result.get("task") if isinstance(result, dict) else None
-            if isinstance(task, dict) and (asked := requests.get((not from_client, _key(item["id"])))) is not None:
-                created.setdefault((not from_client, task.get("taskId")), asked)
-            params = item.get("params") if isinstance(item.get("params"), dict) else {}
-            if kind in (MessageType.REQUEST, MessageType.NOTIFICATION) and str(item["method"]).startswith("tasks/") \
-                    or item.get("method") == "notifications/tasks/status":
-                # a request goes to the side that runs the task; a status comes from it
-                runs_it = from_client if kind is MessageType.REQUEST else not from_client
-                about[(runs_it, params.get("taskId"))].append((row, item["method"]))
-    for key, asked in created.items():
-        task = compact(key[1], 12)
-        polls = [row for row, method in about.get(key, []) if method in POLL_METHODS]
-        if polls:
-            asked.mark("poll", f"polled ×{len(polls)}", polls[0].frame.seq, f"task {task} was polled {len(polls)} times")
-        for row, method in about.get(key, []):
-            text = f"poll {polls.index(row) + 1} of task" if method in POLL_METHODS else f"{method.rsplit('/', 1)[-1]} of task"
-            row.mark("poll", text, asked.frame.seq, f"{method} about task {task}, created by the request in frame {asked.frame.seq}")
-
-
-def _key(request_id: Any) -> tuple[str, Any]:
-    """A JSON-RPC id as a dict key: 1 and "1" are different ids, 1 and 1.0 are not."""
-    return (type(request_id).__name__ if isinstance(request_id, str) else "number", request_id)
-
-
-# --- streams: disconnects and resumptions -----------------------------------------------------
-
-
-def _mark_streams(frames: Sequence[Frame], rows: list[_Row], channels: dict[str, _Channel]) -> None:
-    """Mark streams the client dropped, and the GETs that resumed them by Last-Event-ID."""
-    last_event: dict[str, int] = {}  # event id -> row of the latest event that carried it
-    names = list(channels)
-    for index, frame in enumerate(frames):
-        row = rows[index]
-        info = frame.info or {}
-        if frame.kind is Kind.SSE_EVENT and info.get("retry") is not None:
-            row.mark("retry", f"retry {compact(info['retry'], 12)} ms", None, "the server tells the client when to reconnect")
-        if frame.kind is Kind.SSE_EVENT and info.get("id") is not None:
-            last_event[_text(info["id"], 200)] = index
-        elif frame.kind is Kind.STREAM_END and info.get("reason") in ("client_disconnect", "upstream_error"):
-            row.mark("cut", "✂ stream cut", None, f"the stream broke: {info['reason']}")
-        elif frame.kind is Kind.HTTP_REQUEST and (resumed_from := header(info.get("headers"), "last-event-id")) is not None:
-            origin = last_event.get(resumed_from)
-            if origin is None:
-                row.mark("resume", f"⟲ Last-Event-ID {resumed_from[:40]}", None,
-                         "resumes after an event id this recording never saw")
+            kind = classify(item)
+            if kind is MessageType.INVALID:
                 continue
-            origin_row = rows[origin]
-            origin_channel = names[origin_row.channel]
-            row.mark("resume", f"⟲ resumes {origin_channel} after {resumed_from[:40]}", origin_row.frame.seq,
-                     f"the client resumes {origin_channel} after its event {resumed_from}")
-            end = _stream_end_row(rows, origin_row.channel, origin)
-            (end or origin_row).mark("resumed", f"⟲ resumed by {frame.channel}", frame.seq,
-                                     f"the client resumed this stream with {frame.channel}")
+            if frame.from_client:
+                owner = self.client_item(session, frame, row, channel, item, kind)
+                if owner is not None and type_ == "request" and channel.group is None and channel.name != STDIO:
+                    channel.group = owner.group
+            else:
+                owner = self.server_item(session, frame, row, channel, item, kind)
+            if owner is not None and group < 0:
+                group = owner.group
+            self.tasks(session, frame, row, item, kind)
+        return group
 
+    def client_item(self, session: _Session, frame: Frame, row: int, channel: _Channel, item: dict[str, Any],
+                    kind: MessageType) -> _Interaction | None:
+        mark = self.diagram.mark
+        if kind is MessageType.REQUEST:
+            request_id = item["id"]
+            interaction = _Interaction(self.interactions, row, frame.seq, request_id,
+                                       item["method"] in LONG_LIVED_METHODS)
+            self.interactions += 1
+            # the page names the group after the request's row; one in a batch is named here
+            self.diagram.groups.append(row if type(frame.message) is dict and not frame.partial
+                                       else f"{_text(item['method'], 80)} #{interaction.request_id} (frame {frame.seq})")
+            key = _key(request_id)
+            if key is not None:
+                session.open_by_id[key] = session.by_id[key] = interaction
+            params = item.get("params")
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            token = _key(meta.get("progressToken")) if isinstance(meta, dict) else None
+            if token is not None:
+                session.by_token[token] = interaction
+            session.pending[id(interaction)] = interaction
+            if channel.name != STDIO:
+                session.on_channel[channel.name] = interaction
+                if channel.session is None:
+                    self.unsettled.setdefault(channel.name, []).append(interaction)
+            return interaction
+        if kind in (MessageType.RESULT, MessageType.ERROR):
+            owner = session.by_server_request.get(_key(item["id"]))
+            asked = owner.server_requests.get(_key(item["id"])) if owner and owner.server_requests else None
+            if asked is not None:
+                shown = compact(item["id"], 40)
+                mark(row, "answers", asked[1], shown)
+                mark(asked[0], "answered", frame.seq)
+            return owner
+        if item["method"] != "notifications/cancelled":
+            return None
+        params = item.get("params")
+        target = session.by_id.get(_key(params.get("requestId"))) if isinstance(params, dict) else None
+        if target is None:
+            return None
+        shown, request_seq = target.request_id, target.seq
+        mark(row, "cancels", request_seq, shown)
+        if target.response is not None:
+            response_row, response_seq = target.response
+            mark(row, "too late", response_seq)
+            if target.cancel is None:
+                mark(response_row, "raced", frame.seq)
+        if target.cancel is None:
+            target.cancel = (row, frame.seq)
+            if not target.progress and not target.events:
+                self.watched.append(target)
+        return target
 
-def _stream_end_row(rows: list[_Row], channel: int, after: int) -> _Row | None:
-    for row in rows[after:]:
-        if row.channel == channel and row.frame.kind is Kind.STREAM_END:
-            return row
-    return None
+    def server_item(self, session: _Session, frame: Frame, row: int, channel: _Channel, item: dict[str, Any],
+                    kind: MessageType) -> _Interaction | None:
+        mark = self.diagram.mark
+        if kind in (MessageType.RESULT, MessageType.ERROR):
+            owner = session.open_by_id.pop(_key(item["id"]), None)
+            if owner is None:
+                return None
+            session.pending.pop(id(owner), None)
+            if owner.response is None:
+                owner.response = (row, frame.seq)
+                if owner.long_lived:
+                    mark(row, "closed", owner.seq, owner.request_id)
+                if owner.cancel is not None:
+                    cancel_row, cancel_seq = owner.cancel
+                    mark(row, "after cancel", cancel_seq)
+                    mark(cancel_row, "still came", frame.seq)
+            return owner
+        if kind is MessageType.REQUEST:
+            # On HTTP a server→client request travels on the stream of the request it serves. On
+            # stdio nothing says which; the newest pending request is the one the server is busy with.
+            owner = session.on_channel.get(channel.name) if channel.name != STDIO else None
+            if owner is None and session.pending:
+                owner = next(reversed(session.pending.values()))
+            key = _key(item["id"])
+            session.by_server_request[key] = owner
+            if owner is not None:
+                if owner.server_requests is None:
+                    owner.server_requests = {}
+                if key not in owner.server_requests:
+                    owner.server_requests[key] = (row, frame.seq)
+                    mark(row, "for", owner.seq, owner.request_id)
+            return owner
+        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        meta = params.get("_meta")
+        subscription = meta.get(SUBSCRIPTION_ID_KEY) if isinstance(meta, dict) else None
+        listen = session.by_id.get(_key(subscription)) if subscription is not None else None
+        method = item["method"]
+        if listen is not None and listen.long_lived:
+            owner = listen  # an acknowledgment or event of a subscriptions/listen stream
+        elif method == "notifications/progress":
+            owner = session.by_token.get(_key(params.get("progressToken")))
+        elif method == "notifications/cancelled":
+            owner = session.by_server_request.get(_key(params.get("requestId")))
+        else:
+            owner = None
+        if owner is None:
+            return None
+        if method == "notifications/progress":
+            self._count(owner, owner.progress, frame.seq)
+            mark(row, "progress of", owner.seq, owner.request_id)
+            if owner.cancel is not None:
+                mark(row, "late", owner.cancel[1])
+        elif owner.long_lived:
+            self._count(owner, owner.events, frame.seq)
+            mark(row, "event of", owner.seq, owner.request_id)
+        return owner
+
+    def _count(self, owner: _Interaction, counter: list[int], seq: int) -> None:
+        if counter:
+            counter[0] += 1
+            return
+        if not owner.progress and not owner.events and owner.cancel is None:
+            self.watched.append(owner)
+        counter += [1, seq]
+
+    def tasks(self, session: _Session, frame: Frame, row: int, item: dict[str, Any], kind: MessageType) -> None:
+        """Tie each task's polls, status notifications and result request to the request that
+        created it (the one answered with the task): a task is asked about in requests of its own."""
+        from_client = frame.from_client
+        if kind is MessageType.REQUEST:
+            session.unanswered[(from_client, _key(item["id"]))] = (row, frame.seq)
+        elif kind in (MessageType.RESULT, MessageType.ERROR):
+            asked = session.unanswered.pop((not from_client, _key(item["id"])), None)
+            result = item.get("result")
+            task = result.get("task") if isinstance(result, dict) else None
+            task_id = _key(task.get(TASK_PARAM)) if isinstance(task, dict) else None
+            if asked is not None and task_id is not None:
+                state = session.tasks.setdefault((not from_client, task_id), _Task())
+                if state.created is None:
+                    state.created, state.name = asked, compact(task[TASK_PARAM], 12)
+                    for about in state.before:
+                        self._mark_task(state, *about)
+                    state.before.clear()
+            return
+        method = item["method"]
+        if not method.startswith("tasks/") and method != TASK_STATUS:
+            return
+        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        task_id = _key(params.get(TASK_PARAM))
+        if task_id is None:
+            return
+        # a request goes to the side that runs the task; a status comes from it
+        runs_it = from_client if kind is MessageType.REQUEST else not from_client
+        state = session.tasks.setdefault((runs_it, task_id), _Task())
+        if state.created is None:
+            state.before.append((row, frame.seq, method))
+        else:
+            self._mark_task(state, row, frame.seq, method)
+
+    def _mark_task(self, state: _Task, row: int, seq: int, method: str) -> None:
+        assert state.created is not None
+        created_seq = state.created[1]
+        if method in POLL_METHODS:
+            state.polls += 1
+            if state.first_poll is None:
+                state.first_poll = seq
+            self.diagram.mark(row, "poll", created_seq, state.polls, method, state.name)
+        else:
+            self.diagram.mark(row, "about task", created_seq, method.rsplit("/", 1)[-1], method, state.name)
+
+    def finish(self) -> None:
+        """What is known only at the end: counts on requests, cancels no response followed."""
+        mark = self.diagram.mark
+        for interaction in self.watched:
+            if interaction.progress:
+                count, first = interaction.progress
+                mark(interaction.row, "progress", first, count)
+            if interaction.events:
+                count, first = interaction.events
+                mark(interaction.row, "events", first, count)
+            if interaction.cancel is not None:
+                cancel_row, cancel_seq = interaction.cancel
+                mark(interaction.row, "cancelled", cancel_seq)
+                if interaction.response is None:
+                    mark(cancel_row, "no response", None)
+                    mark(interaction.row, "never answered", None)
+        for session in self.sessions.values():
+            for state in session.tasks.values():
+                if state.created is not None and state.polls:
+                    mark(state.created[0], "polled", state.first_poll, state.polls, state.name)
+        for origin_row, by, seq in self.resumed.values():
+            self._mark_resumed(origin_row, by, seq)
 
 
 def render_diff(report: DiffReport, old: Cassette, new: Cassette) -> str:
@@ -552,4 +819,3 @@ def render_diff(report: DiffReport, old: Cassette, new: Cassette) -> str:
         for equivalence in report.equivalences
     ]
     return render_comparison(old, new, differences, titles=(report.old_name, report.new_name))
-

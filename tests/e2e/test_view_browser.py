@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tapes.cassette.store import Cassette, Header, load
-from tapes.cassette.frames import Direction, Frame, http_channel
+from tapes.cassette.store import Cassette, CassetteWriter, Header, load
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind, http_channel
 from tapes.render.view import Difference, render_comparison, render_page
 
 from tests.support.paths import ROOT, TAPES
@@ -178,7 +178,8 @@ def test_every_cassette_draws_its_lanes_and_channels(
 ) -> None:
     cassette = load(cassette_path)
     open_page(browser, render_page(cassette, cassette_path.name), tmp_path / "page.html")
-    assert browser.evaluate("document.querySelectorAll('.row').length") == len(cassette.frames)
+    assert browser.evaluate("document.querySelector('.count').textContent") == f"{len(cassette.frames)} frames"
+    assert browser.evaluate("document.querySelectorAll('.row').length") <= len(cassette.frames)
     assert visible_texts(browser, ".heads .lane") == ["Client", "Server"]
     channels = list(dict.fromkeys(frame.channel for frame in cassette.frames))
     heads = browser.evaluate("[...document.querySelectorAll('.chhead')].map((head) => head.textContent)")
@@ -239,8 +240,8 @@ def test_the_filter_box_keeps_frames_of_one_id(browser: Browser, tmp_path: Path)
 # Types into the filter box and resolves, once the count has changed, to the shown rows' seqs.
 FILTER = """new Promise((done) => {
   const box = document.querySelector("input.filter"), count = document.querySelector(".count");
-  new MutationObserver(() => done([...document.querySelectorAll(".row:not(.hidden) > .seq")]
-    .map((seq) => Number(seq.textContent)))).observe(count, {childList: true, characterData: true, subtree: true});
+  new MutationObserver(() => done([...document.querySelectorAll(".row > .seq")].map((seq) => Number(seq.textContent))
+    .sort((a, b) => a - b))).observe(count, {childList: true, characterData: true, subtree: true});
   box.value = QUERY;
   box.dispatchEvent(new Event("input"));
 })"""
@@ -271,7 +272,8 @@ def test_a_thousand_frames_over_many_streams_draw(browser: Browser, tmp_path: Pa
                                 frame.message, frame.data, frame.info))
     open_page(browser, render_page(Cassette(Header("http", {"url": "http://x/mcp"}), frames[:1000]), "long.tape"),
               tmp_path / "page.html")
-    assert browser.evaluate("document.querySelectorAll('.row').length") == 1000
+    assert browser.evaluate("document.querySelector('.count').textContent") == "1000 frames"
+    assert browser.evaluate("document.querySelectorAll('.row').length") < 100  # only those on screen
     # each cut POST ends before the GET that resumes it starts: one column carries all 168 channels
     assert browser.evaluate("document.querySelectorAll('.chhead').length") == 1
     assert visible_texts(browser, "#s0f1 .chtag") == ["http:1"]
@@ -290,3 +292,61 @@ def test_tapes_diff_html_shows_the_cross_era_mapping(browser: Browser, tmp_path:
     assert "tools/call ask_model: same behaviour, expressed as in 2026-07-28" in notes
     assert "protocol version" in notes
     browser.screenshot(screenshots / "diff.png")
+
+
+BIG = 50_000  # frames: far more rows than a page could hold in its DOM
+
+
+def big_cassette(path: Path) -> None:
+    """BIG frames of stdio traffic: tool calls with progress and a stderr line, and their results."""
+    header = Header("stdio", {"command": ["python", "server.py"]})
+    with CassetteWriter(path, header) as writer:
+        for n in range(BIG // 4):
+            seq, t = 4 * n + 1, n * 0.004
+            writer.write([
+                Frame(seq, t, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": f"call-{n}", "method": "tools/call",
+                      "params": {"name": "weather", "arguments": {"city": f"City {n}"}, "_meta": {"progressToken": n}}}),
+                Frame(seq + 1, t + 0.001, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "method": "notifications/progress",
+                      "params": {"progressToken": n, "progress": 0.5}}),
+                Frame(seq + 2, t + 0.002, S2C, STDIO, Kind.STDERR, data=f"fetching City {n}".encode()),
+                Frame(seq + 3, t + 0.003, S2C, STDIO, Kind.MESSAGE,
+                      {"jsonrpc": "2.0", "id": f"call-{n}", "result": {"content": [{"type": "text", "text": f"{n} C"}]}}),
+            ])
+
+
+def scrolled(browser: Browser, top: str) -> None:
+    """Scroll the pane to `top` (a JS expression of the scroll element `s`) and wait until it is drawn."""
+    browser.evaluate(f"(() => {{ const s = document.querySelector('.scroll'); s.scrollTop = {top}; }})()")
+    browser.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+def test_a_big_cassette_keeps_only_the_rows_on_screen_in_the_page(browser: Browser, tmp_path: Path) -> None:
+    big_cassette(tmp_path / "big.tape")
+    done = subprocess.run([*TAPES, "view", str(tmp_path / "big.tape"), "-o", str(tmp_path / "big.html")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    browser.open(tmp_path / "big.html")
+    assert browser.evaluate("document.querySelector('.count').textContent") == f"{BIG} frames"
+    assert 0 < browser.evaluate("document.querySelectorAll('.row').length") < 150
+    assert visible_texts(browser, "#s0f1 .what") == ['request tools/call #"call-0"']
+
+    scrolled(browser, "s.scrollHeight")  # the end: the last frames are drawn, and only a window of rows
+    assert visible_texts(browser, f"#s0f{BIG} .what") == [f"result #\"call-{BIG // 4 - 1}\""]
+    assert browser.evaluate("document.querySelectorAll('.row').length") < 150
+    assert browser.evaluate("document.getElementById('s0f1')") is None
+
+    # the filter finds a request deep in the file and its result, by id or by text in their JSON
+    assert browser.evaluate(FILTER.replace("QUERY", json.dumps("#call-11111"))) == [44445, 44448]
+    assert browser.evaluate("document.querySelector('.count').textContent") == f"2 of {BIG} frames"
+    assert browser.evaluate(FILTER.replace("QUERY", json.dumps("city 12345"))) == [49381, 49383]  # text in the JSON
+
+    browser.evaluate("document.getElementById('s0f49381').click()")  # expands the frame
+    assert visible_texts(browser, "aside.details h2") == ['frame 49381: request tools/call #"call-12345"']
+    frame = json.loads(browser.evaluate("document.querySelector('aside.details pre.json').textContent"))
+    assert frame["message"]["params"]["arguments"] == {"city": "City 12345"}
+    assert visible_texts(browser, "#s0f49381 .m-progress") == ["progress ×1"]
+
+    browser.evaluate(FILTER.replace("QUERY", '""'))  # all rows again; the interaction's links jump to its result
+    browser.evaluate("document.querySelector('aside.details .links a[data-target=\"49384\"]').click()")
+    assert visible_texts(browser, ".row.selected .what") == ['result #"call-12345"']
+    assert visible_texts(browser, "#s0f49381.related .what") == ['request tools/call #"call-12345"']

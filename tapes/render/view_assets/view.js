@@ -1,17 +1,26 @@
-// tapes view: draws the diagram model that tapes/view.py embedded as JSON.
+// tapes view: draws the diagram that tapes/render/view.py wrote into the page.
+// The rows come as columns in chunks (script.tapes-rows), each frame's JSON as one line of a
+// text element (script.tapes-bodies) read only when a frame is opened, summarised on screen or
+// searched. Only the rows on screen are in the DOM: a million frames scroll like forty.
 // Every string from the cassette goes into the page through textContent or a DOM property,
-// never as markup; class names are built only from the model's fixed vocabularies.
+// never as markup; class names are built only from fixed vocabularies.
 "use strict";
 (() => {
   const model = JSON.parse(document.getElementById("tapes-data").textContent);
+  const TYPES = ["request", "notification", "result", "error", "batch", "invalid",
+    "raw", "stderr", "http", "end", "sse", "exit"]; // view.py's TYPES, in the same order
+  const MESSAGE_TYPES = new Set(["request", "notification", "result", "error", "batch", "invalid"]);
   const MIN_WIRE = 160; // px: even a single stdio channel gets room for its arrows
   const COLUMN = 22; // px per channel when there are many
   const MAX_COLUMNS = 32; // more channels than this share columns (a long HTTP session has one per POST)
   const ROW_HEIGHT = 24;
+  const OVERSCAN = 12; // rows drawn beyond each edge of the screen
+  const MAX_HEIGHT = 8e6; // px: browsers cap an element's height; past this, scrolling is scaled
+  const SUMMARY_LIMIT = 100;
+  const MAX_LINKS = 300; // frames listed for one interaction in the details panel
   const LEGEND = [["request", "t-request"], ["notification", "t-notification"], ["result", "t-result"],
     ["error", "t-error"], ["HTTP head / stream end", "t-http"], ["SSE event", "t-sse"]];
 
-  const sides = model.sides.map((side, index) => ({ ...side, index, elements: [], bySeq: new Map() }));
   const details = el("aside", "details");
   details.hidden = true;
   let detailsSide = null;
@@ -27,6 +36,163 @@
 
   const channelColor = (c) => `hsl(${(c * 137.508 + 195) % 360} 62% 42%)`;
   const groupColor = (g) => `hsl(${(g * 137.508 + 25) % 360} 70% 58%)`;
+
+  // --- the data -------------------------------------------------------------------------------
+
+  function load(summary, index) {
+    const n = summary.rows;
+    const side = {
+      ...summary, index, n,
+      seq: new Float64Array(n), t: new Float64Array(n), k: new Uint8Array(n), ch: new Int32Array(n),
+      g: new Int32Array(n), what: new Array(n), sum: new Array(n), ids: new Array(n),
+      eids: new Map(), notes: new Map(), groups: [], starts: [], bodies: [], lines: new Map(),
+      rendered: new Map(), selected: -1, selectedGroup: -1,
+    };
+    const marks = [];
+    let row = 0;
+    for (const element of document.querySelectorAll(`script.tapes-rows[data-side="${index}"]`)) {
+      const chunk = JSON.parse(element.textContent);
+      side.starts.push(row);
+      for (let j = 0; j < chunk.seq.length; j++, row++) {
+        side.seq[row] = chunk.seq[j];
+        side.t[row] = chunk.t[j];
+        side.k[row] = chunk.k[j];
+        side.ch[row] = chunk.ch[j];
+        side.g[row] = chunk.g[j];
+        side.what[row] = chunk.w[j];
+        side.sum[row] = chunk.s[j];
+        side.ids[row] = chunk.i[j];
+      }
+      for (const [at, eid] of chunk.e) side.eids.set(at, eid);
+      for (const [at, note] of chunk.n) side.notes.set(at, [...(side.notes.get(at) || []), note]);
+      for (const mark of chunk.m) marks.push(mark);
+      for (const label of chunk.gl) side.groups.push(label);
+    }
+    side.bodies = [...document.querySelectorAll(`script.tapes-bodies[data-side="${index}"]`)];
+    // Marks by row: sorted (stably) so a row's marks are found by binary search, in their order.
+    marks.sort((a, b) => a[0] - b[0]);
+    side.marks = marks;
+    side.markRows = Int32Array.from(marks, (mark) => mark[0]);
+    // Seqs are usually 1, 2, 3...: then a seq's row is arithmetic, else a map.
+    side.contiguous = side.seq.every((seq, i) => seq === side.seq[0] + i);
+    if (!side.contiguous) side.bySeqMap = new Map(Array.from(side.seq, (seq, i) => [seq, i]));
+    side.order = Int32Array.from({ length: n }, (_, i) => i);
+    return side;
+  }
+
+  const sides = model.sides.map(load);
+
+  function rowOfSeq(side, seq) {
+    if (!side.contiguous) return side.bySeqMap.get(seq);
+    const i = seq - side.seq[0];
+    return i >= 0 && i < side.n && Number.isInteger(i) ? i : undefined;
+  }
+
+  const typeOf = (side, i) => TYPES[side.k[i] >> 1];
+  const fromClient = (side, i) => (side.k[i] & 1) === 0;
+
+  // The interaction a row belongs to: its own, or on HTTP that of the first request its exchange carried.
+  function groupOf(side, i) {
+    if (side.g[i] >= 0) return side.g[i];
+    const channel = side.channels[side.ch[i]];
+    return channel.name !== "stdio" && channel.g !== null ? channel.g : -1;
+  }
+
+  function marksOf(side, i) {
+    let low = 0;
+    let high = side.markRows.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (side.markRows[middle] < i) low = middle + 1;
+      else high = middle;
+    }
+    const found = [];
+    while (low < side.markRows.length && side.markRows[low] === i) found.push(expand(side.marks[low++]));
+    return found;
+  }
+
+  // A mark as [kind, text, linked seq or null, explanation], from its template in the model.
+  function expand([, number, target, ...args]) {
+    const [kind, text, explanation] = model.marks[number];
+    const fill = (template) => template.replace(/\{(\d|t)\}/g, (_, key) => String(key === "t" ? target : args[key]));
+    return [kind, fill(text), target, fill(explanation)];
+  }
+
+  // A group is named by its request's row (or, for a request in a batch, by its label).
+  function groupLabel(side, group) {
+    const label = side.groups[group];
+    return typeof label === "number" ? `${side.what[label].replace(/^request /, "")} (frame ${side.seq[label]})` : label;
+  }
+
+  function chunkOf(side, i) {
+    let low = 0;
+    let high = side.starts.length - 1;
+    while (low < high) {
+      const middle = (low + high + 1) >> 1;
+      if (side.starts[middle] <= i) low = middle;
+      else high = middle - 1;
+    }
+    return low;
+  }
+
+  // A frame's JSON, parsed (a string when it was cut for being huge). Chunks' lines are kept for a few chunks.
+  function bodyOf(side, i) {
+    const c = chunkOf(side, i);
+    let lines = side.lines.get(c);
+    if (!lines) {
+      lines = side.bodies[c].textContent.split("\n");
+      if (side.lines.size >= 8) side.lines.delete(side.lines.keys().next().value);
+      side.lines.set(c, lines);
+    }
+    const line = lines[i - side.starts[c]];
+    try {
+      return JSON.parse(line);
+    } catch {
+      return line;
+    }
+  }
+
+  function compact(value) {
+    const text = JSON.stringify(value);
+    return text === undefined ? "" : text.slice(0, SUMMARY_LIMIT + 1);
+  }
+
+  const idText = (id) => (Number.isInteger(id) ? String(id) : JSON.stringify(id).slice(0, 40));
+
+  function messageWhat(item) {
+    if (!item || typeof item !== "object") return "invalid JSON-RPC";
+    if ("method" in item) return "id" in item ? `request ${item.method} #${idText(item.id)}` : `notification ${item.method}`;
+    if ("result" in item) return `result #${idText(item.id)}`;
+    if (item.error && typeof item.error === "object") return `error #${idText(item.id)} ${compact(item.error.code)}`;
+    return "invalid JSON-RPC";
+  }
+
+  // What a row shows beside its name: view.py sends it for HTTP heads, SSE events and the like;
+  // a message's, a stderr or raw line's is worked out here from its JSON, for the rows on screen only.
+  function summaryOf(side, i) {
+    const type = typeOf(side, i);
+    const lines = type === "raw" || type === "stderr";
+    if (side.sum[i] || !(lines || MESSAGE_TYPES.has(type))) return side.sum[i];
+    const body = bodyOf(side, i);
+    if (typeof body === "string") return body.slice(0, SUMMARY_LIMIT + 1);
+    if (lines) {
+      const base64 = body["data (base64)"];
+      const text = base64 === undefined ? body.data || ""
+        : new TextDecoder().decode(Uint8Array.from(atob(base64.slice(0, 4 * SUMMARY_LIMIT)), (c) => c.charCodeAt(0)));
+      return text.slice(0, SUMMARY_LIMIT + 1);
+    }
+    const message = body.message;
+    if (type === "request" || type === "notification") return "params" in message ? compact(message.params) : "";
+    if (type === "result") return compact(message.result);
+    if (type === "error") {
+      const text = typeof message.error.message === "string" ? message.error.message : compact(message.error.message);
+      return ("data" in message.error ? `${text} ${compact(message.error.data)}` : text).slice(0, SUMMARY_LIMIT + 1);
+    }
+    if (type === "batch") return message.map(messageWhat).join(", ").slice(0, SUMMARY_LIMIT + 1);
+    return compact(message);
+  }
+
+  // --- the page -------------------------------------------------------------------------------
 
   function build() {
     const top = el("header", "top");
@@ -80,19 +246,25 @@
     const count = Math.max(1, ...columns.map((col) => col + 1));
     const wire = Math.max(MIN_WIRE, count * COLUMN);
     const column = wire / count;
-    const x = (c) => (columns[c] + 0.5) * column;
+    side.x = (c) => (columns[c] + 0.5) * column;
+    // Each column's channels in order of first row, to find the one open at a row by binary search.
+    side.columns = Array.from({ length: count }, () => []);
+    side.channels.forEach((channel, c) => side.columns[columns[c]].push(c));
     const diagram = el("div", "diagram");
     diagram.style.setProperty("--wire", `${wire}px`);
+    // Wide enough for the longest seq and time (a million frames run to seven digits).
+    const digits = (value) => String(Math.floor(Math.abs(value))).length;
+    if (side.n && digits(side.seq[side.n - 1]) > 4) diagram.style.setProperty("--seq", `${12 + 7.5 * digits(side.seq[side.n - 1])}px`);
+    if (side.n && digits(side.t[side.n - 1]) > 2) diagram.style.setProperty("--time", `${52 + 7 * digits(side.t[side.n - 1])}px`);
     // The header is as tall as the longest (vertical) channel label needs, up to a limit.
-    const longest = Math.max(...side.channels.map((channel) => channel.label.length), 6);
+    const longest = side.channels.reduce((most, channel) => Math.max(most, channel.label.length), 6);
     diagram.style.setProperty("--heads", `${Math.min(128, 24 + longest * 6.5)}px`);
 
     const heads = el("div", "heads");
     const wireHead = el("div", "wire");
-    const headLabels = Array.from({ length: count }, () => []);
-    side.channels.forEach((channel, c) => headLabels[columns[c]].push(side.packed ? channel.name : channel.label));
-    headLabels.forEach((labels, c) => {
-      const text = labels.join(", ");
+    side.columns.forEach((members, c) => {
+      const shown = members.slice(0, 20).map((m) => (side.packed ? side.channels[m].name : side.channels[m].label));
+      const text = shown.join(", ") + (members.length > shown.length ? `, … (${members.length} channels)` : "");
       const head = el("span", "chhead", text);
       head.title = text;
       head.style.left = `${c * column}px`;
@@ -104,21 +276,8 @@
     heads.append(el("span", "seq", "#"), el("span", "time", "time"), el("div", "lane client", "Client"),
       wireHead, el("div", "lane server", "Server"));
 
-    // Which channels are open at each row: their lifelines run through it.
-    const open = side.rows.map(() => []);
-    side.channels.forEach((channel, c) => {
-      for (let i = channel.first; i <= channel.last; i++) open[i].push(c);
-    });
-    const rowsBox = el("div", "rows");
-    const fragment = document.createDocumentFragment();
-    side.rows.forEach((row, i) => {
-      side.bySeq.set(row.seq, i);
-      const element = buildRow(side, row, i, open[i], x);
-      side.elements.push(element);
-      fragment.append(element);
-    });
-    rowsBox.append(fragment);
-    rowsBox.addEventListener("click", (event) => {
+    side.rowsBox = el("div", "rows");
+    side.rowsBox.addEventListener("click", (event) => {
       const link = event.target.closest("a[data-target]");
       if (link) {
         event.preventDefault();
@@ -128,10 +287,13 @@
       const rowElement = event.target.closest(".row");
       if (rowElement) select(side, Number(rowElement.dataset.i));
     });
-    diagram.append(heads, rowsBox);
-    const scroll = el("div", "scroll");
-    scroll.append(diagram);
-    pane.append(meta, scroll);
+    diagram.append(heads, side.rowsBox);
+    side.scroll = el("div", "scroll");
+    side.scroll.append(diagram);
+    side.heads = heads;
+    side.scroll.addEventListener("scroll", () => render(side));
+    new ResizeObserver(() => render(side)).observe(side.scroll);
+    pane.append(meta, side.scroll);
     return pane;
   }
 
@@ -148,59 +310,156 @@
     });
   }
 
-  function buildRow(side, row, i, openChannels, x) {
-    const element = el("div", `row t-${row.type} ${row.dir === "c" ? "c2s" : "s2c"}`);
-    element.id = `s${side.index}f${row.seq}`;
-    element.dataset.i = i;
-    if (row.g !== undefined) element.style.setProperty("--g", groupColor(row.g));
-    if (row.notes) element.classList.add("diff");
-    // Time between frames becomes height, so bursts and waits can be told apart at a glance.
-    const gap = i ? row.t - side.rows[i - 1].t : 0;
-    if (gap >= 0.05) element.style.minHeight = `${ROW_HEIGHT + Math.min(26, Math.round(6 + 9 * Math.log10(gap / 0.05)))}px`;
+  // Time between frames becomes height, so bursts and waits can be told apart at a glance.
+  function heightOf(side, i) {
+    const gap = i ? side.t[i] - side.t[i - 1] : 0;
+    return gap >= 0.05 ? ROW_HEIGHT + Math.min(26, Math.round(6 + 9 * Math.log10(gap / 0.05))) : ROW_HEIGHT;
+  }
 
-    const client = el("div", "lane client");
-    const server = el("div", "lane server");
-    const label = buildLabel(row);
-    if (side.packed && side.channels[row.ch].first === i) label.prepend(el("span", "chtag", side.channels[row.ch].name));
-    (row.dir === "c" ? client : server).append(label);
+  // The shown rows' offsets, after a filter: tops[p] is where the p-th shown row begins.
+  function layout(side) {
+    const tops = new Float64Array(side.order.length + 1);
+    for (let p = 0; p < side.order.length; p++) tops[p + 1] = tops[p] + heightOf(side, side.order[p]);
+    side.tops = tops;
+    side.total = tops[side.order.length];
+    side.boxHeight = Math.min(side.total, MAX_HEIGHT);
+    side.rowsBox.style.height = `${side.boxHeight}px`;
+    side.position = new Map(); // row -> its place among the shown rows, filled as asked
+    for (const element of side.rendered.values()) element.remove();
+    side.rendered.clear();
+  }
+
+  // The scrolled distance, in the rows' own pixels: the same as scrollTop unless there are so many
+  // rows that the box had to be shorter than they are.
+  function view(side) {
+    const height = Math.max(0, side.scroll.clientHeight - side.heads.offsetHeight);
+    const top = Math.max(0, side.scroll.scrollTop);
+    const ratio = side.boxHeight > height ? (side.total - height) / (side.boxHeight - height) : 1;
+    return { top: top * ratio, offset: top - top * ratio, height, ratio };
+  }
+
+  function placeOf(side, i) {
+    let place = side.position.get(i);
+    if (place === undefined) {
+      let low = 0;
+      let high = side.order.length;
+      while (low < high) {
+        const middle = (low + high) >> 1;
+        if (side.order[middle] < i) low = middle + 1;
+        else high = middle;
+      }
+      place = side.order[low] === i ? low : -1;
+      side.position.set(i, place);
+    }
+    return place;
+  }
+
+  function render(side) {
+    if (!side.tops) return;
+    const { top, offset, height } = view(side);
+    let low = 0;
+    let high = side.order.length;
+    while (low < high) { // the first row that ends below the top
+      const middle = (low + high) >> 1;
+      if (side.tops[middle + 1] <= top) low = middle + 1;
+      else high = middle;
+    }
+    const first = Math.max(0, low - OVERSCAN);
+    let last = low;
+    while (last < side.order.length && side.tops[last] < top + height) last++;
+    last = Math.min(side.order.length, last + OVERSCAN);
+    const keep = new Map();
+    const fragment = document.createDocumentFragment();
+    for (let p = first; p < last; p++) {
+      const i = side.order[p];
+      let element = side.rendered.get(i);
+      if (!element) {
+        element = buildRow(side, i);
+        fragment.append(element);
+      }
+      element.style.top = `${side.tops[p] + offset}px`;
+      element.classList.toggle("selected", i === side.selected);
+      element.classList.toggle("related", side.selectedGroup >= 0 && groupOf(side, i) === side.selectedGroup);
+      keep.set(i, element);
+    }
+    for (const [i, element] of side.rendered) if (!keep.has(i)) element.remove();
+    side.rendered = keep;
+    side.rowsBox.append(fragment);
+  }
+
+  function openChannels(side, i) {
+    const open = [];
+    for (const members of side.columns) {
+      let low = 0;
+      let high = members.length;
+      while (low < high) { // the last channel of the column that begins at or before the row
+        const middle = (low + high) >> 1;
+        if (side.channels[members[middle]].first <= i) low = middle + 1;
+        else high = middle;
+      }
+      if (low && side.channels[members[low - 1]].last >= i) open.push(members[low - 1]);
+    }
+    return open;
+  }
+
+  function buildRow(side, i) {
+    const type = typeOf(side, i);
+    const client = fromClient(side, i);
+    const ch = side.ch[i];
+    const element = el("div", `row t-${type} ${client ? "c2s" : "s2c"}`);
+    element.id = `s${side.index}f${side.seq[i]}`;
+    element.dataset.i = i;
+    const group = groupOf(side, i);
+    if (group >= 0) element.style.setProperty("--g", groupColor(group));
+    if (side.notes.has(i)) element.classList.add("diff");
+    element.style.height = `${heightOf(side, i)}px`;
+
+    const clientLane = el("div", "lane client");
+    const serverLane = el("div", "lane server");
+    const label = buildLabel(side, i);
+    if (side.packed && side.channels[ch].first === i) label.prepend(el("span", "chtag", side.channels[ch].name));
+    (client ? clientLane : serverLane).append(label);
 
     const wire = el("div", "wire");
-    for (const c of openChannels) {
+    for (const c of openChannels(side, i)) {
       const channel = side.channels[c];
       const life = el("span", "life" + (i === channel.first ? " start" : "") + (i === channel.last ? " end" : ""));
-      life.style.left = `${x(c)}px`;
+      life.style.left = `${side.x(c)}px`;
       life.style.setProperty("--c", channelColor(c));
       wire.append(life);
       if (i === channel.last && channel.end) {
         const cut = channel.end === "client_disconnect" || channel.end === "upstream_error";
         const cap = el("span", cut ? "cap cut" : "cap", cut ? "✕" : null);
-        cap.style.left = `${x(c)}px`;
+        cap.style.left = `${side.x(c)}px`;
         cap.style.setProperty("--c", channelColor(c));
         wire.append(cap);
       }
     }
     const bead = el("span", "bead");
-    bead.style.left = `${x(row.ch)}px`;
-    bead.style.setProperty("--c", channelColor(row.ch));
-    bead.title = side.channels[row.ch].label;
+    bead.style.left = `${side.x(ch)}px`;
+    bead.style.setProperty("--c", channelColor(ch));
+    bead.title = side.channels[ch].label;
     wire.append(el("span", "arrow"), bead);
 
-    element.append(el("span", "seq", row.seq), el("span", "time", `+${row.t.toFixed(3)}s`), client, wire, server);
+    element.append(el("span", "seq", side.seq[i]), el("span", "time", `+${side.t[i].toFixed(3)}s`),
+      clientLane, wire, serverLane);
     return element;
   }
 
-  function buildLabel(row) {
+  function buildLabel(side, i) {
     const label = el("div", "label");
-    label.append(el("span", "what", row.what));
+    label.append(el("span", "what", side.what[i]));
     // In a comparison the difference is what matters most on a row: first, and cut before it hides.
-    for (const note of row.notes || []) label.append(markElement("diff", `≠ ${note}`, null, note));
-    if (row.eid !== undefined) {
-      const eventId = el("span", "eid", `id ${row.eid}`);
-      eventId.title = `SSE event id ${row.eid}`;
+    for (const note of side.notes.get(i) || []) label.append(markElement("diff", `≠ ${note}`, null, note));
+    const eid = side.eids.get(i);
+    if (eid !== undefined) {
+      const eventId = el("span", "eid", `id ${eid}`);
+      eventId.title = `SSE event id ${eid}`;
       label.append(eventId);
     }
-    for (const [kind, text, target, explanation] of row.marks || []) label.append(markElement(kind, text, target, explanation));
-    if (row.sum) label.append(el("span", "sum", row.sum));
+    for (const [kind, text, target, explanation] of marksOf(side, i)) label.append(markElement(kind, text, target, explanation));
+    const summary = summaryOf(side, i);
+    if (summary) label.append(el("span", "sum", summary));
     return label;
   }
 
@@ -224,45 +483,46 @@
   // --- selection and details -------------------------------------------------------------
 
   function select(side, i, withDetails = true) {
-    for (const node of side.pane.querySelectorAll(".row.selected, .row.related")) node.classList.remove("selected", "related");
-    const row = side.rows[i];
-    if (row.g !== undefined) {
-      for (const seq of side.groups[row.g].seqs) side.elements[side.bySeq.get(seq)].classList.add("related");
-    }
-    side.elements[i].classList.add("selected");
-    if (withDetails) showDetails(side, row);
+    side.selected = i;
+    side.selectedGroup = groupOf(side, i);
+    render(side);
+    if (withDetails) showDetails(side, i);
   }
 
   function jump(side, seq, withDetails = true) {
-    const i = side.bySeq.get(seq);
+    const i = rowOfSeq(side, seq);
     if (i === undefined) return;
-    const element = side.elements[i];
-    if (element.classList.contains("hidden")) {
+    if (placeOf(side, i) < 0) {
       filterBox.value = "";
       applyFilter();
     }
-    element.scrollIntoView({ block: "center" });
+    const place = placeOf(side, i);
+    const { height, ratio } = view(side);
+    side.scroll.scrollTop = (side.tops[place] - (height - (side.tops[place + 1] - side.tops[place])) / 2) / ratio;
+    render(side);
+    const element = side.rendered.get(i);
     element.classList.remove("flash");
     void element.offsetWidth; // restart the animation
     element.classList.add("flash");
     select(side, i, withDetails);
   }
 
-  function showDetails(side, row) {
+  function showDetails(side, i) {
     detailsSide = side;
-    const channel = side.channels[row.ch];
+    const channel = side.channels[side.ch[i]];
     const close = el("button", "close", "×");
     close.title = "close";
     close.addEventListener("click", () => {
       details.hidden = true;
       document.body.classList.remove("with-details");
     });
-    const where = [row.dir === "c" ? "client → server" : "server → client", channel.label, `+${row.t.toFixed(6)}s`];
+    const where = [fromClient(side, i) ? "client → server" : "server → client", channel.label, `+${side.t[i].toFixed(6)}s`];
     if (sides.length > 1) where.push(side.title);
-    details.replaceChildren(close, el("h2", "", `frame ${row.seq}: ${row.what}`), el("p", "where", where.join(" · ")));
-    if (row.eid !== undefined) details.append(el("p", "", `SSE event id: ${row.eid}`));
-    const notes = [...(row.notes || []).map((note) => ["≠", note, null]),
-      ...(row.marks || []).map(([, , target, explanation]) => ["•", explanation, target])];
+    details.replaceChildren(close, el("h2", "", `frame ${side.seq[i]}: ${side.what[i]}`), el("p", "where", where.join(" · ")));
+    const eid = side.eids.get(i);
+    if (eid !== undefined) details.append(el("p", "", `SSE event id: ${eid}`));
+    const notes = [...(side.notes.get(i) || []).map((note) => ["≠", note, null]),
+      ...marksOf(side, i).map(([, , target, explanation]) => ["•", explanation, target])];
     if (notes.length) {
       const list = el("ul");
       for (const [, text, target] of notes) {
@@ -272,26 +532,34 @@
       }
       details.append(list);
     }
-    if (row.g !== undefined) {
-      const group = side.groups[row.g];
+    const group = groupOf(side, i);
+    if (group >= 0) {
       const links = el("p", "links");
-      links.append(el("b", "", "interaction "), document.createTextNode(`${group.label}: `));
-      for (const seq of group.seqs) links.append(link(seq));
+      links.append(el("b", "", "interaction "), document.createTextNode(`${groupLabel(side, group)}: `));
+      let shown = 0;
+      let more = 0;
+      for (let j = 0; j < side.n; j++) {
+        if (groupOf(side, j) !== group) continue;
+        if (shown++ < MAX_LINKS) links.append(link(side.seq[j]));
+        else more++;
+      }
+      if (more) links.append(document.createTextNode(`… and ${more} more`));
       details.append(links);
     }
     if (channel.req !== null) {
-      const heads = [side.rows[channel.req], channel.res !== null ? side.rows[channel.res] : null];
-      details.append(el("h3", "", "HTTP"), el("pre", "http", heads.filter(Boolean).map(httpHead).join("\n\n")));
+      const heads = [channel.req, channel.res].filter((row) => row !== null).map((row) => httpHead(side, row));
+      details.append(el("h3", "", "HTTP"), el("pre", "http", heads.join("\n\n")));
     }
-    const body = typeof row.body === "string" ? row.body : JSON.stringify(row.body, null, 2);
-    details.append(el("h3", "", "frame"), el("pre", "json", body));
+    const body = bodyOf(side, i);
+    details.append(el("h3", "", "frame"), el("pre", "json", typeof body === "string" ? body : JSON.stringify(body, null, 2)));
     details.hidden = false;
     document.body.classList.add("with-details"); // the diagram makes room rather than hide under the panel
   }
 
-  function httpHead(row) {
-    const info = row.body && typeof row.body === "object" ? row.body.info : null;
-    if (!info || typeof info !== "object") return String(row.what);
+  function httpHead(side, i) {
+    const body = bodyOf(side, i);
+    const info = body && typeof body === "object" ? body.info : null;
+    if (!info || typeof info !== "object") return String(side.what[i]);
     const first = "status" in info ? `HTTP ${info.status}` : `${info.method} ${info.path}`;
     const headers = Array.isArray(info.headers) ? info.headers : [];
     return [first, ...headers.map((pair) => (Array.isArray(pair) ? pair.join(": ") : JSON.stringify(pair)))].join("\n");
@@ -306,16 +574,49 @@
     });
   }
 
-  function matches(side, row, terms) {
+  // Rows with a text term in their name, channel or event id, or anywhere in their JSON.
+  function textMatches(side, term) {
+    const found = new Uint8Array(side.n);
+    const labels = side.channels.map((channel) => channel.label.toLowerCase().includes(term));
+    for (let i = 0; i < side.n; i++) {
+      if (labels[side.ch[i]] || side.what[i].toLowerCase().includes(term)) found[i] = 1;
+    }
+    for (const [i, eid] of side.eids) if (eid.toLowerCase().includes(term)) found[i] = 1;
+    side.bodies.forEach((element, c) => {
+      const text = element.textContent.toLowerCase();
+      let at = text.indexOf(term);
+      if (at < 0) return;
+      let row = side.starts[c];
+      let lineEnd = text.indexOf("\n");
+      while (at >= 0) {
+        while (lineEnd >= 0 && lineEnd < at) {
+          row++;
+          lineEnd = text.indexOf("\n", lineEnd + 1);
+        }
+        found[row] = 1;
+        if (lineEnd < 0) break;
+        at = text.indexOf(term, lineEnd + 1);
+      }
+    });
+    return found;
+  }
+
+  function filterSide(side, terms) {
+    if (!terms.length) return Int32Array.from({ length: side.n }, (_, i) => i);
+    let keep = new Uint8Array(side.n).fill(1);
     for (const term of terms) {
       if (term.id !== undefined) {
-        if (!(row.ids || []).some((id) => id.toLowerCase() === term.id)) return false;
+        for (let i = 0; i < side.n; i++) {
+          if (keep[i] && !(side.ids[i] && side.ids[i].toLowerCase().split(" ").includes(term.id))) keep[i] = 0;
+        }
       } else {
-        row.haystack ??= [row.what, side.channels[row.ch].label, row.eid || "", row.sum || ""].join(" ").toLowerCase();
-        if (!row.haystack.includes(term.text)) return false;
+        const found = textMatches(side, term.text);
+        for (let i = 0; i < side.n; i++) keep[i] &= found[i];
       }
     }
-    return true;
+    const order = [];
+    for (let i = 0; i < side.n; i++) if (keep[i]) order.push(i);
+    return Int32Array.from(order);
   }
 
   function applyFilter() {
@@ -323,12 +624,11 @@
     let shown = 0;
     let total = 0;
     for (const side of sides) {
-      side.rows.forEach((row, i) => {
-        const visible = matches(side, row, terms);
-        side.elements[i].classList.toggle("hidden", !visible);
-        shown += visible;
-      });
-      total += side.rows.length;
+      side.order = filterSide(side, terms);
+      layout(side);
+      render(side);
+      shown += side.order.length;
+      total += side.n;
     }
     countBox.textContent = terms.length ? `${shown} of ${total} frames` : `${total} frames`;
   }

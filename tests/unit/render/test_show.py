@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import pytest
 from rich.console import Console
 
 from tapes.cassette.store import Cassette
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
-from tapes.render.show import print_timeline
+from tapes.render.show import print_frames, print_timeline
 
 from tests.support.samples import TIMELINE_FRAMES, TIMELINE_HEADER
 
@@ -121,3 +122,32 @@ def test_empty_cassette() -> None:
     assert "frames       0" in lines
     assert "protocol     unknown" in lines
     assert lines[-1] == "(no frames)"
+
+
+def test_a_stream_of_frames_is_printed_as_it_is_read() -> None:
+    """Rows come a chunk at a time, long before the last frame is read; what is known only at the
+    end (how many frames, the warnings) follows them."""
+    read = 0
+
+    def frames() -> Iterator[Frame]:
+        nonlocal read
+        for seq in range(1, 3001):
+            read = seq
+            yield Frame(seq, seq / 1000, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": seq, "method": "ping"})
+
+    read_by_first_row = []
+
+    class Terminal(io.StringIO):
+        def write(self, text: str) -> int:
+            if "request ping #1" in text and not read_by_first_row:
+                read_by_first_row.append(read)
+            return super().write(text)
+
+    console = Console(file=Terminal(), width=WIDTH, color_system=None)
+    print_frames(TIMELINE_HEADER, frames(), lambda: [WARNING], console=console)
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
+    assert read_by_first_row == [1000]  # one chunk read of 3000
+    heading = next(index for index, line in enumerate(lines) if "summary" in line)
+    assert not any(line.startswith("frames") for line in lines[:heading])
+    assert [int(line.split()[0]) for line in lines[heading + 1 : heading + 3001]] == list(range(1, 3001))
+    assert lines[heading + 3001 :] == ["frames       3000", "protocol     unknown", f"warning      {WARNING}"[:WIDTH]]

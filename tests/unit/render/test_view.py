@@ -34,11 +34,20 @@ def message(seq: int, direction: Direction, body: Any, t: float | None = None) -
     return Frame(seq, seq / 100 if t is None else t, direction, STDIO, Kind.MESSAGE, body)
 
 
+def assert_one_script_runs(page: str) -> None:
+    """The page's one script is view.js; every other script element holds data, which runs nothing."""
+    opened = re.findall(r"<script([^>]*)>", page)
+    assert [attributes for attributes in opened if "type=" not in attributes] == [""]
+    assert {re.search(r'type="([^"]*)"', attributes).group(1) for attributes in opened if "type=" in attributes} \
+        <= {"application/json", "text/plain"}
+    assert page.count("</script>") == len(opened) == page.count("<script")
+
+
 def test_the_page_is_self_contained() -> None:
     page = render_page(load(EVERYTHING_STDIO), EVERYTHING_STDIO.name)
     assert "default-src 'none'" in page  # its CSP: nothing is fetched at view time
     assert not re.search(r"<(link|img|iframe)\b|<script[^>]*\bsrc=|@import|url\(", page)
-    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert_one_script_runs(page)
 
 
 def test_cassette_content_cannot_break_out_of_the_page() -> None:
@@ -49,10 +58,12 @@ def test_cassette_content_cannot_break_out_of_the_page() -> None:
     ]
     cassette = Cassette(Header("stdio", {"command": [HOSTILE]}, labels={HOSTILE: HOSTILE}), frames, [HOSTILE])
     page = render_page(cassette, HOSTILE)
-    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert_one_script_runs(page)
     assert "<img" not in page and "<!--" not in page
     side = model_of(page)["sides"][0]
     assert side["rows"][0]["what"].startswith(f"request {HOSTILE} #")  # intact: only escaped
+    assert side["rows"][0]["body"]["message"]["method"] == HOSTILE
+    assert side["rows"][1]["body"] == {"data": HOSTILE}
     assert side["title"] == HOSTILE
 
 
@@ -164,3 +175,54 @@ def test_a_subscriptions_events_and_its_close_are_tied_to_its_listen_request() -
     assert ("progress", "events ×5", 4) in marks(rows[3])
     assert ("cancel", "server closed", 3) in marks(rows[16])  # the listen's result: the server's close
     assert ("cancel", '✕ cancels #"listen-2"', 18) in marks(rows[21])  # the client's close of the second
+
+
+def http_exchange(seq: int, channel: str, session: str, request: Any, response: Any) -> list[Frame]:
+    """A POST of `request` on `channel` in `session`, answered with `response` as JSON."""
+    json_head = [["content-type", "application/json"], ["mcp-session-id", session]]
+    return [
+        Frame(seq, seq / 100, C2S, channel, Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp", "headers": json_head}),
+        Frame(seq + 1, seq / 100, C2S, channel, Kind.MESSAGE, request),
+        Frame(seq + 2, seq / 100, S2C, channel, Kind.HTTP_RESPONSE, info={"status": 200, "headers": json_head}),
+        Frame(seq + 3, seq / 100, S2C, channel, Kind.MESSAGE, response),
+        Frame(seq + 4, seq / 100, S2C, channel, Kind.STREAM_END, info={"reason": "closed"}),
+    ]
+
+
+def test_a_task_is_tied_to_its_request_in_its_own_session() -> None:
+    """Two HTTP sessions use the same request id at once: the task created in session A is tied to
+    A's request, not to B's, which came later with the same id."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "task": {}}}
+    task = {"jsonrpc": "2.0", "id": 1, "result": {"task": {"taskId": "t1", "status": "working"}}}
+    frames = [
+        Frame(1, 0.0, C2S, "http:1", Kind.HTTP_REQUEST,
+              info={"method": "POST", "path": "/mcp", "headers": [["mcp-session-id", "A"]]}),
+        Frame(2, 0.0, C2S, "http:1", Kind.MESSAGE, call),
+        *http_exchange(3, "http:2", "B", call, {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}),
+        Frame(8, 0.1, S2C, "http:1", Kind.HTTP_RESPONSE, info={"status": 200, "headers": [["mcp-session-id", "A"]]}),
+        Frame(9, 0.1, S2C, "http:1", Kind.MESSAGE, task),
+        *http_exchange(10, "http:3", "A", {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "t1"}},
+                       {"jsonrpc": "2.0", "id": 2, "result": {"taskId": "t1", "status": "working"}}),
+    ]
+    rows = rows_by_seq(model_of(render_page(Cassette(Header("http", {"url": "http://x/mcp"}), frames), "x"))["sides"][0])
+    assert marks(rows[11]) == [("poll", "poll 1 of task", 2)]  # session A's tools/call, not B's (frame 4)
+    assert ("poll", "polled ×1", 11) in marks(rows[2])
+    assert not any(kind == "poll" for kind, _, _ in marks(rows[4]))
+    assert rows[9]["g"] == rows[2]["g"] != rows[4]["g"] == rows[6]["g"]  # each result in its own session's interaction
+
+
+def test_the_initialize_request_joins_the_session_its_response_names() -> None:
+    """An initialize POST carries no session id; its response issues one. Its result is tied to it,
+    though another session's request with the same id came in between."""
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    frames = [
+        Frame(1, 0.0, C2S, "http:1", Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp", "headers": []}),
+        Frame(2, 0.0, C2S, "http:1", Kind.MESSAGE, initialize),
+        *http_exchange(3, "http:2", "B", {"jsonrpc": "2.0", "id": 0, "method": "ping"}, {"jsonrpc": "2.0", "id": 0, "result": {}}),
+        Frame(8, 0.1, S2C, "http:1", Kind.HTTP_RESPONSE, info={"status": 200, "headers": [["mcp-session-id", "A"]]}),
+        Frame(9, 0.1, S2C, "http:1", Kind.MESSAGE, {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25"}}),
+    ]
+    side = model_of(render_page(Cassette(Header("http", {"url": "http://x/mcp"}), frames), "x"))["sides"][0]
+    rows = rows_by_seq(side)
+    assert rows[9]["g"] == rows[2]["g"] != rows[6]["g"] == rows[4]["g"]
+    assert ["protocol", "2025-11-25"] in side["meta"]
