@@ -15,7 +15,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -54,8 +55,9 @@ def _write_all(fd: int, data: bytes) -> None:
 class _Server:
     """Carries out engine actions on the process's own stdio."""
 
-    def __init__(self, control: ReplayControl) -> None:
+    def __init__(self, control: ReplayControl, termination: _Termination) -> None:
         self.control = control
+        self._termination = termination
         self.stdout_open = True
         self.exit_status: int | None = None  # set once the recorded server's exit is replayed
         self._lock = threading.RLock()  # a held answer is written from its timer's thread
@@ -66,7 +68,8 @@ class _Server:
             self._stdout(reply.payload + b"\n")
         for action in reception.actions:
             if delay := self.control.delay(action.gap):
-                time.sleep(delay)
+                with self._termination.wait():
+                    time.sleep(delay)
             if action.hold:  # a delay fault: this answer goes later, the rest of the session does not wait
                 timer = threading.Timer(action.hold, self._carry_out, [action])
                 timer.start()
@@ -196,8 +199,32 @@ class _Terminated(Exception):
     pass
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise _Terminated
+class _Termination:
+    """A client's SIGTERM ends the replay between two steps, never inside one: it interrupts a
+    wait (for input, for a recorded delay) at once, and is acted on after engine work. Raised in
+    the middle of indexing or of reading the cassette, it would leave a half-filed frame behind,
+    and a report that lacks it without saying so."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._waiting = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.requested = True
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
+        if self._waiting:
+            raise _Terminated
+
+    @contextmanager
+    def wait(self) -> Iterator[None]:
+        """A wait the signal may cut short (set before the check, so no signal falls between)."""
+        self._waiting = True
+        try:
+            if self.requested:
+                raise _Terminated
+            yield
+        finally:
+            self._waiting = False
 
 
 def replay_stdio(
@@ -228,10 +255,10 @@ def replay_stdio(
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     # A client that stops waiting for the recorded server's end (SDK clients send SIGTERM a while
     # after closing stdin; under a timing the recorded end may be later) still gets the report.
-    signal.signal(signal.SIGTERM, _terminated)
+    termination = _Termination()
+    signal.signal(signal.SIGTERM, termination)
     session = ReplaySession(frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
-    server = _Server(control)
-    server.perform(session.start())
+    server = _Server(control, termination)
     splitter = LineSplitter()
     episode: _Episode | None = None
 
@@ -258,14 +285,18 @@ def replay_stdio(
         server.perform(reception)
 
     try:
+        server.perform(session.start())
         while server.exit_status is None:
             if not warned and session.indexed:
                 print_warnings(console, cassette)
                 warned = True
+            if termination.requested:
+                raise _Terminated
             if not session.indexed and not _pending(STDIN):
                 server.perform(session.advance())
                 continue
-            chunk = os.read(STDIN, 1 << 20)
+            with termination.wait():
+                chunk = os.read(STDIN, 1 << 20)
             if not chunk:
                 rest = splitter.finish()
                 if rest is not None:
@@ -280,7 +311,6 @@ def replay_stdio(
     except _Terminated:
         server.exit_status = 128 + signal.SIGTERM
         server.drop_held()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
     server.finish()
     if not warned:  # a stream: read to its end by the session's end, or now (the report needs all of it)
         session.index_all()

@@ -5,7 +5,9 @@ reaches it (here, while the client is idle)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import msgpack
@@ -58,3 +60,51 @@ def test_a_truncated_big_cassette_warns_once_its_end_is_read(tmp_path: Path) -> 
                           timeout=TIMEOUT)
     assert done.returncode == 0
     assert done.stderr.decode().splitlines()[0] == f"tapes replay: {warning}"
+
+
+BIG = 40 * INDEX_STEP  # requests: reading them all takes the replay seconds
+
+
+@pytest.fixture(scope="module")
+def big_cassette(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "big.tape"
+    save(_calls(BIG), path)
+    return path
+
+
+def _answered_once(path: Path, *flags: str) -> subprocess.Popen[bytes]:
+    """`tapes replay` of `path` once it has answered the first recorded request: it reads the
+    rest of the cassette from then on, while the client is idle."""
+    replay = subprocess.Popen([*TAPES, "replay", str(path), *flags], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert replay.stdin is not None and replay.stdout is not None
+    replay.stdin.write(json.dumps(req("live", "tools/call", {"name": "t", "arguments": {"n": 0}})).encode() + b"\n")
+    replay.stdin.flush()
+    assert json.loads(replay.stdout.readline()) == res("live", 0)
+    return replay
+
+
+def test_sigterm_while_the_rest_is_read_still_reports_all_of_it(big_cassette: Path, tmp_path: Path) -> None:
+    """A client's SIGTERM that lands while the replay reads the rest of a big cassette in idle time
+    ends the replay between two steps of that reading: the report then counts every recorded
+    request the client did not send, not only those read before the signal."""
+    count, report = BIG, tmp_path / "report.json"
+    replay = _answered_once(big_cassette, "--report", str(report))
+    replay.send_signal(signal.SIGTERM)
+    assert replay.wait(TIMEOUT) == 128 + signal.SIGTERM
+    assert len(json.loads(report.read_text())["unused"]) == count - 1
+    assert replay.stderr is not None and f"{count - 1} unused" in replay.stderr.read().decode()
+    replay.stdin.close()
+
+
+def test_a_second_sigterm_stops_the_replay_at_once(big_cassette: Path, tmp_path: Path) -> None:
+    """Told twice, the replay does not finish reading the cassette for its report: it stops."""
+    report = tmp_path / "report.json"
+    replay = _answered_once(big_cassette, "--report", str(report))
+    replay.send_signal(signal.SIGTERM)
+    time.sleep(0.3)  # the first is handled: the report waits for the rest of 160 000 requests
+    replay.send_signal(signal.SIGTERM)
+    assert replay.wait(TIMEOUT) == -signal.SIGTERM
+    assert not report.exists()
+    assert replay.stdin is not None
+    replay.stdin.close()
