@@ -21,8 +21,10 @@ What a server frame waits for (`ServerItem.deps`):
 A cancel of the request a frame answers is kept apart (`cancel_deps`): whether the response waits
 for it is the race policy's call.
 
-`view` reads the same index to draw who answered whom; the engine adds its matching tables and
-live state on top.
+The engine adds its matching tables and live state on top. `tapes view` ties frames to requests
+by these same ownership rules in a streaming pass of its own (`tapes.render.view._Links`), which
+keeps only what is still open instead of every frame (a page for a million frames within 4× the
+file's memory): a change to the rules here belongs there too.
 """
 
 from __future__ import annotations
