@@ -227,6 +227,14 @@ class _Termination:
             self._waiting = False
 
 
+def _write_report(path: Path, session: ReplaySession, *, complete: bool) -> None:
+    """The summary as JSON, replaced at once (a reader never sees half of it). Not `complete`: the
+    cassette was not all read, so its `unused` covers only the part read so far."""
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(json.dumps({**session.report.as_json(), "complete": complete}))
+    os.replace(scratch, path)
+
+
 def replay_stdio(
     cassette: Cassette | CassetteStream,
     *,
@@ -238,7 +246,7 @@ def replay_stdio(
     """Serve `cassette` until the client closes stdin (or the recorded server exits). Returns the
     exit code: 1 when something did not match and `strict`, else the recorded server's (or the real
     one's, after a hand-over to it). The summary goes to stderr and, as JSON, to `report_path` when
-    given (the pytest plugin reads it).
+    given (the pytest plugin reads it; marked incomplete while the rest of a stream is read).
 
     A `CassetteStream` is read as the replay goes (new episodes, which splice the cassette, need
     it loaded): the rest is indexed while the client is idle, a damaged frame raises its
@@ -302,6 +310,11 @@ def replay_stdio(
                 if rest is not None:
                     receive(rest)
                 if episode is None:
+                    if report_path is not None and not session.indexed:
+                        # what the client missed is known now; reading the rest of a big cassette
+                        # may outlast the client's patience (SDK clients kill a server seconds
+                        # after closing its stdin)
+                        _write_report(report_path, session, complete=False)
                     server.perform(session.end())
                 break
             for line in splitter.feed(chunk):
@@ -320,7 +333,7 @@ def replay_stdio(
         assert new_episodes is not None
         session.episode_recorded(episode.splice_into(cassette, session.played_frames, new_episodes.cassette))
     if report_path is not None:
-        report_path.write_text(json.dumps(session.report.as_json()))
+        _write_report(report_path, session, complete=True)
     clean = print_summary(console, *summary([session]))
     if strict and not clean:
         return 1

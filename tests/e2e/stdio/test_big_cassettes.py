@@ -108,3 +108,55 @@ def test_a_second_sigterm_stops_the_replay_at_once(big_cassette: Path, tmp_path:
     assert not report.exists()
     assert replay.stdin is not None
     replay.stdin.close()
+
+
+def test_a_replay_killed_while_it_reads_the_rest_leaves_an_incomplete_report(big_cassette: Path, tmp_path: Path) -> None:
+    """SDK clients kill a server a few seconds after closing its stdin. The report is written as
+    soon as the client is done, marked incomplete (a miss has read the whole cassette already, so
+    only the unused requests are unknown), and replaced by the whole one once the rest is read:
+    a replay killed meanwhile leaves one that says what it knows."""
+    report = tmp_path / "report.json"
+    replay = subprocess.Popen([*TAPES, "replay", str(big_cassette), "--report", str(report)], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert replay.stdin is not None
+    replay.stdin.write(json.dumps(req(1, "tools/call", {"name": "t", "arguments": {"n": 0}})).encode() + b"\n")
+    replay.stdin.close()
+    deadline = time.monotonic() + TIMEOUT
+    while not report.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    replay.kill()
+    replay.wait(TIMEOUT)
+    written = json.loads(report.read_text())
+    assert (written["complete"], written["unmatched"], written["played"]) == (False, [], 1)  # the answer went out
+
+
+KILLED_INNER = '''
+import json, subprocess, time
+import pytest
+
+@pytest.mark.tape("cassettes/big.tape", fail_on_unused=True)
+def test_killed_while_the_rest_is_read(tape_server, tape):
+    replay = subprocess.Popen(tape_server, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {"n": 0}}}
+    replay.stdin.write(json.dumps(call).encode() + b"\\n")
+    replay.stdin.flush()
+    assert json.loads(replay.stdout.readline())["result"] == 0
+    replay.stdin.close()
+    while not tape.report_path.exists():
+        time.sleep(0.01)
+    replay.kill()  # as an SDK client does when the server takes long to exit
+    replay.wait()
+'''
+
+
+def test_the_plugin_says_unused_requests_are_unknown_when_the_replay_was_killed_reading(
+    big_cassette: Path, pytester: pytest.Pytester
+) -> None:
+    (pytester.path / "cassettes").mkdir()
+    (pytester.path / "cassettes" / "big.tape").write_bytes(big_cassette.read_bytes())
+    pytester.makepyfile(test_killed=KILLED_INNER)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*replay of *big.tape did not go as recorded:*",
+                                 "*stopped before it had read the whole cassette, so which recorded requests went "
+                                 "unused is not known*"])
