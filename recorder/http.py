@@ -92,8 +92,10 @@ class RecorderAddon:
     requests for the authorization server to it, so the whole flow goes through the proxy. The
     cassette keeps what the client saw and sent; `labels` gets what was rewritten."""
 
-    def __init__(self, capture: Callable[[tuple[Any, ...]], None], start: float, labels: dict[str, str]) -> None:
+    def __init__(self, capture: Callable[[tuple[Any, ...]], None], start: float, labels: dict[str, str],
+                 notices: TextIO = sys.stderr) -> None:
         self._capture = capture
+        self._notices = notices
         self._start = start
         self._numbers = itertools.count(1)
         self.rewrite: tuple[str, str] | None = None
@@ -152,6 +154,10 @@ class RecorderAddon:
         message = flow.error.msg
         reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
         self._capture(("end", time.monotonic() - self._start, exchange, reason, message))
+        if reason == UPSTREAM_ERROR:
+            # the client only sees a 502 or a cut stream; the user hears why (the query may hold a secret)
+            target = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
+            print(f"tapes: upstream error on {target} (http:{exchange}): {message}", file=self._notices, flush=True)
 
     def _move_origins(self, response: http.Response) -> None:
         assert self.routes is not None
@@ -344,7 +350,7 @@ async def _serve(
         confdir=confdir,
     )
     master = Master(opts)
-    addon = RecorderAddon(sink.capture, time.monotonic(), sink.labels)
+    addon = RecorderAddon(sink.capture, time.monotonic(), sink.labels, banner)
     master.addons.add(*default_addons())
     master.addons.add(addon, _Startup(master, addon, sink, target, shown, confdir, banner))
     # Reverse mode connects to the upstream URL but, by default, sends its host as Host; the

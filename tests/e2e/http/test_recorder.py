@@ -379,6 +379,33 @@ def test_upstream_failures(upstream: str, record: Callable[..., Recorder]) -> No
         assert kinds(frames) == [Kind.HTTP_REQUEST, Kind.MESSAGE, Kind.STREAM_END]
         assert frames[-1].info["reason"] == "upstream_error" and frames[-1].info["detail"]
     assert len(channels(cassette)) == 2
+    said = recorder.process.rest_of_stderr()  # the user hears of each failure, not only the client
+    assert said.count("tapes: upstream error on POST /mcp") == 2, said
+    assert frames[-1].info["detail"] in said and "Traceback" not in said
+
+
+def test_an_upstream_closing_mid_stream_is_forwarded_recorded_and_said(record: Callable[..., Recorder]) -> None:
+    event = b'id: 1\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    # one whole chunk holding an event, then a chunk announced as 0x100 bytes that stops short
+    listener, _ = serve_once_forever(head + b"%x\r\n%s\r\n" % (len(event), event) + b"100\r\nid: 2\ndata: {")
+    try:
+        recorder = record(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
+        with httpx.Client(timeout=TIMEOUT) as client, client.stream(
+                "POST", recorder.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}) as response:
+            got = b""
+            with pytest.raises(httpx.RemoteProtocolError):
+                for chunk in response.iter_raw():
+                    got += chunk
+        cassette = recorder.stop()
+    finally:
+        listener.close()
+    assert got.startswith(event) and got.endswith(b"id: 2\ndata: {")  # forwarded as it came
+    [frames] = channels(cassette).values()
+    assert kinds(frames) == [Kind.HTTP_REQUEST, Kind.MESSAGE, Kind.HTTP_RESPONSE, Kind.SSE_EVENT, Kind.RAW, Kind.STREAM_END]
+    assert frames[-1].info["reason"] == "upstream_error"
+    said = recorder.process.rest_of_stderr()
+    assert "tapes: upstream error on POST /mcp" in said and frames[-1].info["detail"] in said, said
 
 
 def test_a_killed_recorder_leaves_a_readable_cassette(resumable: str, record: Callable[..., Recorder]) -> None:
