@@ -49,8 +49,11 @@ from tapes.replay.http_rules import (
     header_mismatch,
     host_allowed,
     mismatch_reply,
+    missing_cors,
     origin_allowed,
     param_headers,
+    preflight_headers,
+    recorded_cors,
     recorded_versions,
     replayed_headers,
     version_problem,
@@ -219,8 +222,9 @@ class HttpReplayer:
         self.paths = list(dict.fromkeys(info.get("path", "/").split("?", 1)[0] for info in requests))
         self._versions = KNOWN_VERSIONS | recorded_versions(cassette.frames)
         self._mirrored = param_headers(cassette.frames)
+        self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
-        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE"])])
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])])
 
     @property
     def endpoint(self) -> str:
@@ -274,6 +278,13 @@ class HttpReplayer:
     # --- requests --------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
+        response = await self._answer(request)
+        if self._cors and "origin" in request.headers:
+            for name, value in missing_cors(response.headers.items(), self._cors):
+                response.headers.append(name, value)
+        return response
+
+    async def _answer(self, request: Request) -> Response:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
             return _error(403, "Forbidden: Origin not allowed")
         # the address the client reached this replayer at is one of its names too
@@ -294,6 +305,11 @@ class HttpReplayer:
         if path not in self.paths:
             self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
+        if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
+            allowed = preflight_headers(self._cors, request.headers.get("access-control-request-headers"))
+            if allowed is None:
+                return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")
+            return Response(status_code=204, headers=dict(allowed))
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             return _error(400, problem)
         if request.method == "POST":

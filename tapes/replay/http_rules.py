@@ -1,7 +1,7 @@
 """The HTTP rules the replayer enforces or rewrites, sans-IO: Origin validation, the
 `MCP-Protocol-Version` check, the 2026-07-28 standard request headers (`Mcp-Method`, `Mcp-Name`,
-`Mcp-Param-*`) checked against the body, which recorded response headers are replayed, and the
-legacy (2024-11-05) `endpoint` event pointed at the replayer.
+`Mcp-Param-*`) checked against the body, which recorded response headers are replayed, the answer
+to a browser's CORS preflight, and the legacy (2024-11-05) `endpoint` event pointed at the replayer.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _NOT_REPLAYED = frozenset(
     {"content-length", "transfer-encoding", "connection", "keep-alive", "date", "content-encoding", "server"}
 )
 _BASE64 = ("=?base64?", "?=")
+_CORS = "access-control-"
 
 
 def origin_allowed(origin: str | None, allowed_hosts: Iterable[str]) -> bool:
@@ -158,6 +159,37 @@ def mismatch_reply(message: Any, problem: str) -> bytes:
     """The JSON-RPC error body of a 400 for a header mismatch."""
     request_id = message.get("id") if isinstance(message, dict) else None
     return encode({"jsonrpc": "2.0", "id": request_id, "error": {"code": HEADER_MISMATCH, "message": problem}})
+
+
+def recorded_cors(frames: Iterable[Frame]) -> list[tuple[str, str]]:
+    """The CORS headers (`Access-Control-*`) of the first recorded response that allowed an origin;
+    empty when the recorded server allowed no cross-origin requests."""
+    for frame in frames:
+        if frame.kind is Kind.HTTP_RESPONSE:
+            allowed = [(k, v) for k, v in (frame.info or {}).get("headers") or () if k.lower().startswith(_CORS)]
+            if header(allowed, "access-control-allow-origin") is not None:
+                return allowed
+    return []
+
+
+def preflight_headers(cors: HeaderFields, requested_headers: str | None) -> list[tuple[str, str]] | None:
+    """The answer to a browser's CORS preflight (OPTIONS): the recorded allowance, completed with
+    the methods of the transport and the headers the page asked for; None when the recorded server
+    allowed no cross-origin requests (its replay refuses the preflight too)."""
+    answer = [(k, v) for k, v in cors]
+    if not answer:
+        return None
+    if header(answer, "access-control-allow-methods") is None:
+        answer.append(("Access-Control-Allow-Methods", "GET, POST, DELETE"))
+    if requested_headers and header(answer, "access-control-allow-headers") is None:
+        answer.append(("Access-Control-Allow-Headers", requested_headers))
+    return answer
+
+
+def missing_cors(fields: HeaderFields, cors: HeaderFields) -> list[tuple[str, str]]:
+    """The recorded CORS headers an answer the replayer made up (an error, a 202) lacks: without
+    them a browser page could not read it, where the recorded server's answers were readable."""
+    return [(k, v) for k, v in cors if header(fields, k) is None]
 
 
 def replayed_headers(fields: HeaderFields) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ from tapes.replay.http_rules import HEADER_MISMATCH
 from tests.support import flows
 from tests.support.http_clients import ACCEPT
 from tests.support.http_peers import record_session
+from tests.support.paths import CASSETTES
 from tests.support.messages import req, res
 from tests.support.processes import TIMEOUT
 from tests.support.recordings import Recording
@@ -104,3 +105,24 @@ def test_a_stateless_2026_07_28_session(resumable: str, tmp_path: Path) -> None:
         no_stream = http.get(server.url, headers=modern)
         assert no_stream.status_code == 405 and "POST" in no_stream.headers["allow"]
         assert json.loads(no_stream.content)["error"]["message"].startswith("Method Not Allowed")
+
+
+def test_a_browser_preflight_is_answered_when_the_recorded_server_allowed_cross_origin_requests() -> None:
+    preflight = {"Origin": "http://localhost:6274", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "content-type, mcp-protocol-version"}
+    with replay_server(CASSETTES / "everything-http-2025-11-25.tape") as server, httpx.Client(timeout=TIMEOUT) as http:
+        allowed = http.options(server.url, headers=preflight)
+        assert allowed.status_code == 204, allowed.text
+        assert allowed.headers["access-control-allow-origin"] == "*"  # as server-everything answered
+        assert "POST" in allowed.headers["access-control-allow-methods"]
+        assert allowed.headers["access-control-allow-headers"] == "content-type, mcp-protocol-version"
+        assert http.options(server.url, headers={**preflight, "Origin": "http://evil.example"}).status_code == 403
+        # the page then talks to it as to the recorded server
+        opened = http.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                           headers={**ACCEPT, "Origin": "http://localhost:6274"})
+        assert opened.status_code == 400 and opened.headers["access-control-allow-origin"] == "*"
+    # a server without CORS refused the browser; so does its replay, with a JSON-RPC error
+    with replay_server(CASSETTES / "resumable-polling-http-2025-11-25.tape") as server, httpx.Client(timeout=TIMEOUT) as http:
+        refused = http.options(server.url, headers=preflight)
+        assert refused.status_code == 405 and "access-control-allow-origin" not in refused.headers
+        assert refused.json()["error"]["message"].startswith("Method Not Allowed")

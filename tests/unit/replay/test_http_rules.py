@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from tapes.replay.http_rules import header_mismatch, origin_allowed, replayed_headers, version_problem
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.replay.http_rules import (
+    header_mismatch,
+    missing_cors,
+    origin_allowed,
+    preflight_headers,
+    recorded_cors,
+    replayed_headers,
+    version_problem,
+)
 from tapes.wire.http import moved_to_origin
 
 from tests.support.messages import req
@@ -67,3 +76,31 @@ def test_legacy_endpoint_points_at_the_replayer() -> None:
     assert moved_to_origin("http://up:1/messages/?session_id=a", "http://up:1/sse", "http://127.0.0.1:9") == (
         "http://127.0.0.1:9/messages/?session_id=a")
     assert moved_to_origin("http://other/m", "http://up:1/sse", "http://127.0.0.1:9") == "http://other/m"
+
+
+def response(*headers: tuple[str, str]) -> Frame:
+    return Frame(1, 0.0, Direction.SERVER_TO_CLIENT, "http:1", Kind.HTTP_RESPONSE, info={"status": 200, "headers": list(headers)})
+
+
+def test_a_preflight_is_answered_as_the_recorded_server_allowed_cross_origin_requests() -> None:
+    cors = recorded_cors([response(("content-type", "application/json")),
+                          response(("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "mcp-session-id"))])
+    answer = preflight_headers(cors, "content-type, mcp-session-id")
+    assert answer is not None
+    assert [(k.lower(), v) for k, v in answer] == [("access-control-allow-origin", "*"),
+                                                   ("access-control-expose-headers", "mcp-session-id"),
+                                                   ("access-control-allow-methods", "GET, POST, DELETE"),
+                                                   ("access-control-allow-headers", "content-type, mcp-session-id")]
+    # the recorded server's own answer wins; a server that allowed no cross-origin use gets no preflight
+    credentialed = recorded_cors([response(("access-control-allow-origin", "http://localhost:6274"),
+                                           ("access-control-allow-methods", "POST"), ("access-control-allow-credentials", "true"))])
+    assert preflight_headers(credentialed, None) == [("access-control-allow-origin", "http://localhost:6274"),
+                                                     ("access-control-allow-methods", "POST"),
+                                                     ("access-control-allow-credentials", "true")]
+    assert preflight_headers(recorded_cors([response(("content-type", "text/event-stream"))]), "content-type") is None
+
+
+def test_an_answer_the_replayer_made_up_gets_the_recorded_cors_headers_it_lacks() -> None:
+    cors = [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "mcp-session-id")]
+    assert missing_cors([("content-type", "application/json")], cors) == cors
+    assert missing_cors([("access-control-allow-origin", "http://localhost")], cors) == cors[1:]
