@@ -114,6 +114,7 @@ class _Session:
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
         self.deleted = False
+        self.stream_closed = False  # legacy: the live client closed its SSE stream, the session's end
         heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
         self.opening_method = heads[0].get("method") if heads else None
         # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
@@ -347,6 +348,8 @@ class HttpReplayer:
             channel, reception = session.repeat_copy(reception)
         made_up = session.perform(reception)
         if session.legacy_stream is not None and made_up:
+            if any(reply.malformed for reply in made_up):
+                return _made_up(made_up)  # a 400, as the SDK servers answer a body they cannot parse
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
             session.deliver([as_stream_message(session.legacy_stream, reply.payload) for reply in made_up])
             made_up = []
@@ -367,7 +370,8 @@ class HttpReplayer:
         if channel is not None:
             if last_event_id is None:
                 session.standalone_stream = channel
-            return await self._exchange(request, session, Cursor(channel))
+            ended = partial(setattr, session, "stream_closed", True) if channel == session.legacy_stream else None
+            return await self._exchange(request, session, Cursor(channel), on_close=ended)
         if last_event_id is not None:
             # A resumption the recording does not have (the live client lost a stream the
             # recorded one did not): continue that stream after the event, from what was released.
@@ -399,6 +403,9 @@ class HttpReplayer:
         if session_id is not None:
             session = self._live.get(session_id)
             if session is None or session.deleted or session_id in self._faults.missing_sessions:
+                return _error(404, "Not Found: session not found")
+            if session.legacy_stream is not None and (not session.claimed or session.stream_closed):
+                # a legacy session lives as long as its SSE stream, the only place its answers go
                 return _error(404, "Not Found: session not found")
             return session
         # A new session is opened the way the recorded one was: initialize, or a legacy GET.

@@ -5,6 +5,7 @@ standard headers checked against the body."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,11 @@ import pytest
 from mcp import Client
 
 from replayer.http import replay_server
-from tapes.cassette.store import Cassette, Header
+from tapes.cassette.store import Cassette, Header, load
 from tapes.cassette.frames import Direction, Kind
 from tapes.replay.outcomes import NO_MATCH
 from tapes.replay.http_rules import HEADER_MISMATCH
+from tapes.wire.jsonrpc import PARSE_ERROR
 
 from tests.support import flows
 from tests.support.http_clients import ACCEPT
@@ -126,3 +128,25 @@ def test_a_browser_preflight_is_answered_when_the_recorded_server_allowed_cross_
         refused = http.options(server.url, headers=preflight)
         assert refused.status_code == 405 and "access-control-allow-origin" not in refused.headers
         assert refused.json()["error"]["message"].startswith("Method Not Allowed")
+
+
+def test_a_legacy_session_takes_posts_only_while_its_sse_stream_is_open_and_refuses_garbage_with_400() -> None:
+    cassette = CASSETTES / "everything-sse-2024-11-05.tape"
+    initialize, initialized = [frame.payload for frame in load(cassette).frames
+                               if frame.from_client and frame.kind is Kind.MESSAGE][:2]
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as http:
+        endpoint = server.url.removesuffix("/sse") + "/message?sessionId=" + load(cassette).header.labels["sessions"]
+        # before the GET: no live session has that id yet (nothing could read the answers)
+        assert http.post(endpoint, content=initialize).status_code == 404
+        with http.stream("GET", server.url) as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == "event: endpoint"
+            garbage = http.post(endpoint, content=b"{not json")
+            assert garbage.status_code == 400 and garbage.json()["error"]["code"] == PARSE_ERROR  # as the SDK servers
+            assert http.post(endpoint, content=initialize).status_code == 202
+            answer = next(line for line in lines if line.startswith("data: {"))
+            assert json.loads(answer[6:])["result"]["protocolVersion"] == "2024-11-05"  # the garbage left no event
+        deadline = time.monotonic() + TIMEOUT
+        while (after := http.post(endpoint, content=initialized)).status_code == 202 and time.monotonic() < deadline:
+            pass  # the replayer notices the closed stream on its own loop
+        assert after.status_code == 404 and "session not found" in after.text
