@@ -10,7 +10,8 @@ named "http:N", numbered from 1 in the order the requests arrived, and holds, in
 - C→S MESSAGE (a batch stays one frame) or RAW: the request body, when there is one;
 - S→C HTTP_RESPONSE, info {"status", "headers": [[name, value], ...]};
 - S→C the body: a JSON body is one MESSAGE (or RAW when it is not JSON-RPC); an SSE body is one
-  SSE_EVENT per event, info {"id", "event", "retry"} (each None when absent), with the JSON-RPC
+  SSE_EVENT per event, info {"id", "event", "retry"} (each None when absent; "data": false when
+  the event had no data line, unlike a priming event's empty one), with the JSON-RPC
   message of its data in `message` (`data` holds the data's UTF-8 bytes when they are not
   canonical JSON-RPC, or are not JSON-RPC at all; a priming event has empty data); any other
   body is RAW;

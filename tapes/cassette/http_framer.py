@@ -79,7 +79,9 @@ class HttpFramer:
         if event.event == "endpoint":  # legacy HTTP+SSE: the POST URL names the session
             query = parse_qs(urlsplit(event.data).query)
             self._note_session(next(iter(query.get("sessionId", query.get("session_id", []))), None))
-        info = {"id": event.id, "event": event.event, "retry": event.retry}
+        info: dict[str, Any] = {"id": event.id, "event": event.event, "retry": event.retry}
+        if not event.has_data:
+            info["data"] = False  # replayed without a data line, which a browser would not dispatch
         message, data = self._decoded(event.data.encode())
         return self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.SSE_EVENT, message=message, data=data, info=info)
 

@@ -16,7 +16,7 @@ from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
 from tapes.wire.http import header
-from tapes.wire.sse import SSEEvent, encode_event
+from tapes.wire.sse import encode_event, recorded_event
 
 HAR_VERSION = "1.2"
 HTTP_VERSION = "HTTP/1.1"  # a cassette keeps heads, not the protocol version; the recorders speak 1.1
@@ -104,9 +104,7 @@ def _request(head: Frame, body_frames: list[Frame], origin: str) -> dict[str, An
 def _body(frame: Frame) -> bytes:
     if frame.kind is not Kind.SSE_EVENT:
         return frame.payload
-    info = frame.info or {}
-    return encode_event(SSEEvent(frame.payload.decode("utf-8", "replace"), info.get("id"), info.get("event"),
-                                 info.get("retry")))
+    return encode_event(recorded_event(frame.payload.decode("utf-8", "replace"), frame.info or {}))
 
 
 def _response(head: Frame | None, body_frames: list[Frame]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.replay.outcomes import Action
-from tapes.wire.sse import SSEEvent, encode_event
+from tapes.wire.sse import encode_event, recorded_event
 
 MALFORMED_EVENT = b'event: message\ndata: {"jsonrpc": "2.0", "method": \n\n'
 """What a `malformed` fault sends: an event whose data is cut-off JSON."""
@@ -113,9 +113,7 @@ def as_stream_message(channel: str, payload: bytes) -> Action:
 
 def sse_bytes(action: Action) -> bytes:
     """The wire form of a released SSE_EVENT action, with its recorded id, event name and retry."""
-    info = action.frame.info or {}
-    data = action.payload.decode("utf-8", "replace")
-    return encode_event(SSEEvent(data, info.get("id"), info.get("event"), info.get("retry")))
+    return encode_event(recorded_event(action.payload.decode("utf-8", "replace"), action.frame.info or {}))
 
 
 # --- fault injection ---------------------------------------------------------------------------

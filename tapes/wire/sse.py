@@ -10,7 +10,9 @@ matter, lines may end in CRLF, LF or CR, and a chunk may end anywhere, even betw
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tapes.wire.http import moved_to_origin
 
@@ -20,12 +22,14 @@ _BOM = "\ufeff"
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One event as sent. `data` is the data lines joined with "\\n" ("" when the event had none);
-    `id`, `event` and `retry` are None when the event did not set them."""
+    `id`, `event` and `retry` are None when the event did not set them. `has_data`: it had a data
+    line (a browser dispatches an event with empty data, not one without)."""
 
     data: str = ""
     id: str | None = None
     event: str | None = None
     retry: int | None = None
+    has_data: bool = True
 
     @property
     def is_priming(self) -> bool:
@@ -114,7 +118,7 @@ class SSEParser:
         if not line:
             if not self._fields:
                 return None
-            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry)
+            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry, bool(self._data))
             self._reset()
             return event
         if line.startswith(":"):
@@ -151,8 +155,15 @@ def encode_event(event: SSEEvent) -> bytes:
         lines.append(f"event: {event.event}")
     if event.retry is not None:
         lines.append(f"retry: {event.retry}")
-    lines.extend(f"data: {line}" if line else "data:" for line in event.data.split("\n"))
+    if event.has_data or event.data:
+        lines.extend(f"data: {line}" if line else "data:" for line in event.data.split("\n"))
     return ("\n".join(lines) + "\n\n").encode()
+
+
+def recorded_event(data: str, info: Mapping[str, Any]) -> SSEEvent:
+    """An event from a cassette's SSE_EVENT frame: its data and its info {"id", "event", "retry"},
+    with "data": false when the event had no data line."""
+    return SSEEvent(data, info.get("id"), info.get("event"), info.get("retry"), info.get("data", True))
 
 
 def is_event_stream(content_type: str | None) -> bool:

@@ -10,6 +10,8 @@ import pytest
 from tapes.replay.outcomes import Action
 from tapes.errors import UserError
 from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.cassette.http_framer import HttpFramer
+from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.replay.streams import Cursor, FaultPlan, Faults, StreamBook, sse_bytes
 
 S = Direction.SERVER_TO_CLIENT
@@ -64,3 +66,14 @@ def test_faults_fire_once_at_their_position() -> None:
 def test_bad_fault_positions_are_user_errors(drop: list[str], delay: list[str]) -> None:
     with pytest.raises(UserError, match="is not CHANNEL:N"):
         Faults.from_options(drop, delay)
+
+
+def test_an_event_recorded_without_data_is_replayed_without_a_data_line() -> None:
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    framer.response(0.1, 1, 200, [("Content-Type", "text/event-stream")], None)
+    frames = framer.chunk(0.2, 1, b"event: ping\n\nretry: 100\n\nid: 1\ndata:\n\n")
+    assert [frame.info for frame in frames] == [{"id": None, "event": "ping", "retry": None, "data": False},
+                                                {"id": None, "event": None, "retry": 100, "data": False},
+                                                {"id": "1", "event": None, "retry": None}]  # as every cassette so far
+    replayed = b"".join(sse_bytes(Action(frame, frame.payload)) for frame in frames)
+    assert replayed == b"event: ping\n\nretry: 100\n\nid: 1\ndata:\n\n"

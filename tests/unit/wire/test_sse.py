@@ -119,3 +119,10 @@ def test_endpoint_rewriter_releases_what_it_held_at_end_of_stream() -> None:
     rewriter = EndpointRewriter("http://up:9000", "http://p:1")
     assert rewriter.feed(b"event: endpoint\ndata: /m") == b""
     assert rewriter.feed(b"") == b"event: endpoint\ndata: /m"
+
+
+def test_an_event_without_data_is_kept_apart_from_one_with_empty_data() -> None:
+    events = SSEParser().feed(b"event: ping\n\nid: 9\rretry: 5\r\rid: 1\ndata:\n\n")
+    assert [event.has_data for event in events] == [False, False, True]
+    # a browser dispatches no event without data, and one with empty data: each is written back as it came
+    assert b"".join(encode_event(event) for event in events) == b"event: ping\n\nid: 9\nretry: 5\n\nid: 1\ndata:\n\n"
