@@ -402,10 +402,10 @@ class HttpReplayer:
         session_id = request.headers.get("mcp-session-id") or legacy_session_id(str(request.url))
         if session_id is not None:
             session = self._live.get(session_id)
-            if session is None or session.deleted or session_id in self._faults.missing_sessions:
-                return _error(404, "Not Found: session not found")
-            if session.legacy_stream is not None and (not session.claimed or session.stream_closed):
-                # a legacy session lives as long as its SSE stream, the only place its answers go
+            # Not issued to a live client yet (its opening request has not come) is unknown too; a
+            # legacy session lives as long as its SSE stream, the only place its answers go.
+            if (session is None or not session.claimed or session.deleted or session.stream_closed
+                    or session_id in self._faults.missing_sessions):
                 return _error(404, "Not Found: session not found")
             return session
         # A new session is opened the way the recorded one was: initialize, or a legacy GET.

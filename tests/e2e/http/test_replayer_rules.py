@@ -150,3 +150,17 @@ def test_a_legacy_session_takes_posts_only_while_its_sse_stream_is_open_and_refu
         while (after := http.post(endpoint, content=initialized)).status_code == 202 and time.monotonic() < deadline:
             pass  # the replayer notices the closed stream on its own loop
         assert after.status_code == 404 and "session not found" in after.text
+
+
+def test_a_recorded_session_id_is_unknown_until_its_opening_request_came() -> None:
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+    session = {"Mcp-Session-Id": cassette.header.labels["sessions"], "MCP-Protocol-Version": "2025-11-25"}
+    initialize = next(frame.payload for frame in cassette.frames
+                      if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == "initialize")
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
+        # a client that read the id from the cassette cannot skip initialize (nor take the session from the one that opens it)
+        early = http.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=session)
+        assert early.status_code == 404
+        opened = http.post(server.url, content=initialize)
+        assert opened.status_code == 200 and opened.headers["mcp-session-id"] == session["Mcp-Session-Id"]
+        assert http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).status_code == 202
