@@ -46,6 +46,7 @@ from tapes.replay.control import ReplayControl
 from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, splice
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
+    batch_problem,
     header_mismatch,
     host_allowed,
     mismatch_reply,
@@ -75,7 +76,7 @@ from tapes.replay.streams import (
 )
 from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, moved_to_origin
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse, read_client
+from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client
 from tapes.wire.sse import is_event_stream
 
 if TYPE_CHECKING:
@@ -223,6 +224,8 @@ class HttpReplayer:
         self.paths = list(dict.fromkeys(info.get("path", "/").split("?", 1)[0] for info in requests))
         self._versions = KNOWN_VERSIONS | recorded_versions(cassette.frames)
         self._mirrored = param_headers(cassette.frames)
+        self._recorded_batches = any(frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, list)
+                                     for frame in cassette.frames)
         self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])])
@@ -330,6 +333,8 @@ class HttpReplayer:
             return body
         incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
         message = incoming.message
+        if problem := batch_problem(message, request.headers.get("mcp-protocol-version"), self._recorded_batches):
+            return _made_up([Reply.error(None, INVALID_REQUEST, problem)])  # a 400
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session

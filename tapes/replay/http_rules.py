@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tapes.cassette.frames import Frame, Kind
-from tapes.wire.eras import KNOWN_VERSIONS, NAME_PARAMS
+from tapes.wire.eras import BATCH_ERAS, KNOWN_VERSIONS, NAME_PARAMS
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import MessageType, classify, encode, items
 
@@ -62,6 +62,16 @@ def version_problem(version: str | None, accepted: Iterable[str] = KNOWN_VERSION
     if version is None or version in accepted:
         return None
     return f"Bad Request: unsupported MCP-Protocol-Version {version!r}"
+
+
+def batch_problem(message: Any, version: str | None, recorded_batches: bool) -> str | None:
+    """Why a live batch is refused (400, Invalid Request): the `MCP-Protocol-Version` it came under
+    has none (only 2025-03-26 had batches), so answering it would also skip the per-message header
+    checks. None for a single message, without a version header, or when the recorded client sent
+    batches (its server took them)."""
+    if not isinstance(message, list) or version is None or version in BATCH_ERAS or recorded_batches:
+        return None
+    return f"Invalid Request: JSON-RPC batches are not part of protocol version {version!r}"
 
 
 def recorded_versions(frames: Iterable[Frame]) -> set[str]:

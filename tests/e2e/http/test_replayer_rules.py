@@ -19,7 +19,7 @@ from tapes.cassette.store import Cassette, Header, load
 from tapes.cassette.frames import Direction, Kind
 from tapes.replay.outcomes import NO_MATCH
 from tapes.replay.http_rules import HEADER_MISMATCH
-from tapes.wire.jsonrpc import PARSE_ERROR
+from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 
 from tests.support import flows
 from tests.support.http_clients import ACCEPT
@@ -164,3 +164,18 @@ def test_a_recorded_session_id_is_unknown_until_its_opening_request_came() -> No
         opened = http.post(server.url, content=initialize)
         assert opened.status_code == 200 and opened.headers["mcp-session-id"] == session["Mcp-Session-Id"]
         assert http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).status_code == 202
+
+
+def test_a_batch_is_refused_at_a_version_without_batches_and_does_not_slip_past_the_header_checks() -> None:
+    cassette = load(CASSETTES / "feed-http-2026-07-28.tape")
+    call = next(frame.payload for frame in cassette.frames
+                if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == "tools/call")
+    name = json.loads(call)["params"]["name"]
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
+        batch = http.post(server.url, content=b"[" + call + b"]", headers={"MCP-Protocol-Version": "2026-07-28"})
+        assert batch.status_code == 400 and batch.json()["error"]["code"] == INVALID_REQUEST
+        assert "2026-07-28" in batch.json()["error"]["message"]
+        # the recorded call is still there for the client that sends it as 2026-07-28 says
+        single = http.post(server.url, content=call, headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+                                                              "Mcp-Name": name})
+        assert single.status_code == 200 and single.json()["id"] == json.loads(call)["id"]

@@ -10,6 +10,7 @@ import pytest
 
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.replay.http_rules import (
+    batch_problem,
     header_mismatch,
     missing_cors,
     origin_allowed,
@@ -104,3 +105,12 @@ def test_an_answer_the_replayer_made_up_gets_the_recorded_cors_headers_it_lacks(
     cors = [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", "mcp-session-id")]
     assert missing_cors([("content-type", "application/json")], cors) == cors
     assert missing_cors([("access-control-allow-origin", "http://localhost")], cors) == cors[1:]
+
+
+def test_a_batch_is_refused_at_a_version_without_batches_unless_the_recorded_client_sent_some() -> None:
+    batch = [req(1, "tools/list")]
+    assert "JSON-RPC batches are not part of protocol version '2025-11-25'" in (batch_problem(batch, "2025-11-25", False) or "")
+    assert batch_problem(batch, "2025-03-26", False) is None  # the one revision with batches
+    assert batch_problem(batch, None, False) is None  # no version said: judged by what it holds
+    assert batch_problem(batch, "2026-07-28", True) is None  # the recorded server took batches: so does its replay
+    assert batch_problem(req(1, "tools/list"), "2026-07-28", False) is None
