@@ -309,6 +309,8 @@ class HttpReplayer:
         if path not in self.paths:
             self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
+        if request.method == "HEAD":  # starlette routes it with GET: it must neither open a stream nor end the session
+            return _error(405, "Method Not Allowed: HEAD")
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
             allowed = preflight_headers(self._cors, request.headers.get("access-control-request-headers"))
             if allowed is None:
@@ -669,11 +671,13 @@ def _made_up(replies: list[Reply]) -> Response:
 
 
 def _error(status: int, message: str, allow: _Session | None = None) -> Response:
-    """An HTTP error with a JSON-RPC error body without id, as the SDK servers send them."""
+    """An HTTP error with a JSON-RPC error body without id, as the SDK servers send them; a 405
+    names the methods `allow` (a session) takes, every one of the transport's without it."""
     body = encode({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}})
     headers = {}
-    if allow is not None:
-        headers["Allow"] = ", ".join(m for m in ("GET", "POST", "DELETE") if m in allow.http_methods | {"POST"})
+    if status == 405:
+        methods = allow.http_methods | {"POST"} if allow is not None else {"GET", "POST", "DELETE"}
+        headers["Allow"] = ", ".join(m for m in ("GET", "POST", "DELETE") if m in methods)
     return Response(body, status, headers=headers, media_type="application/json")
 
 

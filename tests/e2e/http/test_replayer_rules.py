@@ -179,3 +179,15 @@ def test_a_batch_is_refused_at_a_version_without_batches_and_does_not_slip_past_
         single = http.post(server.url, content=call, headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
                                                               "Mcp-Name": name})
         assert single.status_code == 200 and single.json()["id"] == json.loads(call)["id"]
+
+
+def test_a_head_request_is_refused_and_leaves_the_session_alone() -> None:
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+    session = {"Mcp-Session-Id": cassette.header.labels["sessions"], "MCP-Protocol-Version": "2025-11-25"}
+    initialize = next(frame.payload for frame in cassette.frames
+                      if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == "initialize")
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
+        assert http.post(server.url, content=initialize).status_code == 200
+        head = http.head(server.url, headers=session)  # starlette hands HEAD to the GET route
+        assert head.status_code == 405 and head.headers["allow"] == "GET, POST, DELETE"
+        assert http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).status_code == 202
