@@ -26,6 +26,7 @@ import io
 import json
 import math
 import os
+import stat
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
@@ -359,17 +360,18 @@ def _as_raw(frame: Frame) -> Frame:
     return Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.RAW, None, frame.payload, frame.info)
 
 
-def _open_for_writing(path: str | os.PathLike[str], mode: str, **options: Any) -> Any:
+def _open_for_writing(path: str | os.PathLike[str], mode: str, name: str | None = None, **options: Any) -> Any:
     try:
         return open(path, mode, **options)
     except OSError as error:
-        raise CassetteError(f"{path}: cannot be written ({error.strerror})") from None
+        raise CassetteError(f"{name or path}: cannot be written ({error.strerror})") from None
 
 
-def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool | None = None) -> None:
-    """Write `cassette` to `path`, in the format its name says (`is_jsonl_path`) unless `jsonl` is given."""
-    with _open_for_writing(path, "wb") as out:
-        dump(cassette, out, jsonl=is_jsonl_path(path) if jsonl is None else jsonl, name=str(path))
+def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool | None = None, name: str | None = None) -> None:
+    """Write `cassette` to `path`, in the format its name says (`is_jsonl_path`) unless `jsonl` is
+    given; `name` stands for the path in errors."""
+    with _open_for_writing(path, "wb", name) as out:
+        dump(cassette, out, jsonl=is_jsonl_path(path) if jsonl is None else jsonl, name=name or str(path))
 
 
 def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output>") -> None:
@@ -394,15 +396,20 @@ def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output
 
 def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
     """Write `cassette` over the file at `path` at once, in the format the name says: written beside
-    it first, then renamed over it, so a reader (or a crash) never sees half of it."""
-    scratch = f"{os.fspath(path)}.tmp"
+    it first, then renamed over it, so a reader (or a crash) never sees half of it. Through a
+    symlink its target is replaced; what is no regular file (/dev/stdout, a FIFO) is written into."""
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+        save(cassette, path, jsonl=is_jsonl_path(path))
+        return
+    scratch = f"{target}.tmp"
     try:
-        save(cassette, scratch, jsonl=is_jsonl_path(path))
+        save(cassette, scratch, jsonl=is_jsonl_path(path), name=os.fspath(path))
     except CassetteError:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
         raise
-    os.replace(scratch, path)
+    os.replace(scratch, target)
 
 
 def _json_line(value: dict[str, Any]) -> bytes:
