@@ -3,6 +3,7 @@ adapters, so it is the one module of `tapes` allowed to import them."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -25,6 +26,16 @@ class _Group(click.Group):
         except UserError as error:
             click.echo(f"tapes: error: {error}", err=True)
             ctx.exit(2)
+
+
+def _is_stdout(output: str) -> bool:
+    """`-`, or a path to the file stdout is (/dev/stdout, /proc/self/fd/1)."""
+    if output == "-":
+        return True
+    try:
+        return os.path.samestat(os.stat(output), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError):  # not there yet; no stdout at all
+        return False
 
 
 def _listen_address(text: str) -> tuple[str, int]:
@@ -113,9 +124,9 @@ def record(
     if command:
         from recorder.stdio import record_stdio
 
-        if output == "-":
-            raise UserError("-o - cannot be used with a stdio recording: stdout carries the protocol to the client, "
-                            "so the cassette needs a file")
+        if _is_stdout(output):
+            raise UserError(f"-o {output} cannot be used with a stdio recording: stdout carries the protocol to the "
+                            "client, so the cassette needs a file")
         if upstream_ca:
             raise UserError("--upstream-ca only applies to an HTTP recording (--upstream or --proxy)")
         if redact_headers:
@@ -370,8 +381,6 @@ def _write_cassette(cassette: Any, output: str, output_format: str | None, defau
     except BrokenPipeError:
         # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to
         # say it. What is still buffered goes to /dev/null, not into an error at exit.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
@@ -397,8 +406,11 @@ def export(cassette: str, output: str, output_format: str | None) -> None:
     from tapes.render.har import to_har
 
     text = json.dumps(to_har(load(cassette), cassette), indent=1, ensure_ascii=False)
-    with click.open_file(output, "w", encoding="utf-8") as out:
-        out.write(text + "\n")
+    try:
+        with click.open_file(output, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    except OSError as error:
+        raise UserError(f"{output}: cannot be written ({error.strerror})") from None
 
 
 @main.command()
@@ -425,14 +437,15 @@ def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_p
         raise UserError(str(error)) from None
     hook = load_hook(before_record) if before_record else None
     redacted, replaced = redact_cassette(load(cassette), Redactor(rules), hook)
-    if output == STDOUT:  # the cassette is stdout's: what was replaced goes to stderr
+    if output == STDOUT:
         _write_cassette(redacted, output, None, default="jsonl")
     else:
         replace_file(redacted, output)  # -o CASSETTE never leaves half a file
+    to_stderr = _is_stdout(output)  # the cassette is stdout's: what was replaced goes to stderr
     click.echo(f"tapes redact: wrote {'stdout' if output == STDOUT else output}" + ("" if replaced else " (nothing to replace)"),
-               err=output == STDOUT)
+               err=to_stderr)
     for entry in replaced:
-        click.echo(f"  {entry.describe()}", err=output == STDOUT)
+        click.echo(f"  {entry.describe()}", err=to_stderr)
 
 
 @main.command("import")
@@ -559,8 +572,6 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     accepted = update and report.exit_code("any") != 0
     if accepted:
-        import os
-
         from tapes.cassette.store import save
 
         scratch = f"{cassette}.tmp"  # written beside, then renamed over: never half a cassette

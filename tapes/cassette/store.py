@@ -398,10 +398,10 @@ def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
     """Write `cassette` over the file at `path` at once, in the format the name says: written beside
     it first, then renamed over it, so a reader (or a crash) never sees half of it. Through a
     symlink its target is replaced; what is no regular file (/dev/stdout, a FIFO) is written into."""
-    target = os.path.realpath(path)
-    if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+    if _is_special(path):
         save(cassette, path, jsonl=is_jsonl_path(path))
         return
+    target = os.path.realpath(path)
     scratch = f"{target}.tmp"
     try:
         save(cassette, scratch, jsonl=is_jsonl_path(path), name=os.fspath(path))
@@ -410,6 +410,14 @@ def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
             os.unlink(scratch)
         raise
     os.replace(scratch, target)
+
+
+def _is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is there, through symlinks, and no regular file (a device, a FIFO, a pipe)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _json_line(value: dict[str, Any]) -> bytes:

@@ -364,6 +364,15 @@ def test_an_unwritable_cassette_path_is_one_sentence_and_starts_no_server(tmp_pa
     assert not marker.exists()
 
 
+def test_a_cassette_path_that_is_the_recorders_stdout_is_one_sentence(tmp_path: Path) -> None:
+    """/dev/stdout carries the protocol to the client: a capture written there would corrupt it."""
+    marker = tmp_path / "server-ran"
+    server = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    line = _user_error([*TAPES, "record", "-o", "/dev/stdout", "--", *server])
+    assert "/dev/stdout" in line and "carries the protocol" in line
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("kind", ["bare name", "path", "not executable"])
 def test_a_server_command_that_cannot_run_is_one_sentence(tmp_path: Path, kind: str) -> None:
     command = {"bare name": "no-such-mcp-server", "path": str(tmp_path / "no-such-server")}.get(kind)
