@@ -203,15 +203,25 @@ class _Termination:
     """A client's SIGTERM ends the replay between two steps, never inside one: it interrupts a
     wait (for input, for a recorded delay) at once, and is acted on after engine work. Raised in
     the middle of indexing or of reading the cassette, it would leave a half-filed frame behind,
-    and a report that lacks it without saying so."""
+    and a report that lacks it without saying so. A Ctrl-C (SIGINT) and a closed terminal
+    (SIGHUP) end it the same way, unless they were ignored when the replay started (nohup)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
     def __init__(self) -> None:
-        self.requested = False
+        self.signal: int | None = None  # the one that ended the replay
         self._waiting = False
+        for signum in self.SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, self)
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
 
     def __call__(self, signum: int, frame: object) -> None:
-        self.requested = True
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
+        self.signal = signum
+        signal.signal(signum, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
         if self._waiting:
             raise _Terminated
 
@@ -264,7 +274,6 @@ def replay_stdio(
     # A client that stops waiting for the recorded server's end (SDK clients send SIGTERM a while
     # after closing stdin; under a timing the recorded end may be later) still gets the report.
     termination = _Termination()
-    signal.signal(signal.SIGTERM, termination)
     session = ReplaySession(frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
     server = _Server(control, termination)
     splitter = LineSplitter()
@@ -322,7 +331,8 @@ def replay_stdio(
                 if server.exit_status is not None:
                     break
     except _Terminated:
-        server.exit_status = 128 + signal.SIGTERM
+        assert termination.signal is not None
+        server.exit_status = 128 + termination.signal
         server.drop_held()
     server.finish()
     if not warned:  # a stream: read to its end by the session's end, or now (the report needs all of it)
