@@ -3,11 +3,14 @@ summary. Text from cassettes and the wire is printed as it is, never read as Ric
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
-from tapes.cassette.store import Cassette, CassetteStream
+from tapes.cassette.store import Cassette, CassetteStream, replacing
 
 PREFIX = "tapes replay: "
 
@@ -28,3 +31,10 @@ def print_summary(console: Console, lines: Sequence[str], clean: bool) -> bool:
         console.print(PREFIX + line, style=("green" if clean else "red") if number == 0 else "yellow",
                       soft_wrap=True, markup=False)
     return clean
+
+
+def write_report(path: Path, report: dict[str, Any], *, complete: bool = True) -> None:
+    """The summary as JSON, replaced at once (a reader never sees half of it). Not `complete`: the
+    cassette was not all read, so its `unused` covers only the part read so far."""
+    text = json.dumps({**report, "complete": complete})
+    replacing(path, lambda name: Path(name).write_text(text))

@@ -8,7 +8,6 @@ records from then on is spliced into the cassette when the session ends."""
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -22,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from recorder.process import TAPES
-from replayer.console import print_summary, print_warnings, stderr_console
+from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, CassetteStream, load, replace_file
 from tapes.replay.control import ReplayControl
@@ -237,14 +236,6 @@ class _Termination:
             self._waiting = False
 
 
-def _write_report(path: Path, session: ReplaySession, *, complete: bool) -> None:
-    """The summary as JSON, replaced at once (a reader never sees half of it). Not `complete`: the
-    cassette was not all read, so its `unused` covers only the part read so far."""
-    scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(json.dumps({**session.report.as_json(), "complete": complete}))
-    os.replace(scratch, path)
-
-
 def replay_stdio(
     cassette: Cassette | CassetteStream,
     *,
@@ -323,7 +314,7 @@ def replay_stdio(
                         # what the client missed is known now; reading the rest of a big cassette
                         # may outlast the client's patience (SDK clients kill a server seconds
                         # after closing its stdin)
-                        _write_report(report_path, session, complete=False)
+                        write_report(report_path, session.report.as_json(), complete=False)
                     server.perform(session.end())
                 break
             for line in splitter.feed(chunk):
@@ -343,7 +334,7 @@ def replay_stdio(
         assert new_episodes is not None
         session.episode_recorded(episode.splice_into(cassette, session.played_frames, new_episodes.cassette))
     if report_path is not None:
-        _write_report(report_path, session, complete=True)
+        write_report(report_path, session.report.as_json())
     clean = print_summary(console, *summary([session]))
     if strict and not clean:
         return 1

@@ -254,6 +254,8 @@ def replay(
     control = ReplayControl.build(**settings, before_record=before_record or config.before_record)
     if dry_run:
         _fault_dry_run(cassette, control.faults)
+    if report_path is not None and not report_path.parent.is_dir():  # said now, not once the client is gone
+        raise UserError(f"--report {report_path}: the folder {report_path.parent} does not exist")
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
@@ -307,7 +309,8 @@ def replay(
     options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)
     if upstream:
         options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
-    sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
+    sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched,
+                         report_path=report_path))
 
 
 def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:

@@ -395,17 +395,22 @@ def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output
 
 
 def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
-    """Write `cassette` over the file at `path` at once, in the format the name says: written beside
-    it first, then renamed over it, so a reader (or a crash) never sees half of it. Through a
-    symlink its target is replaced; what is no regular file (/dev/stdout, a FIFO) is written into."""
+    """Write `cassette` over the file at `path` at once, in the format the name says (`replacing`)."""
+    replacing(path, lambda out: save(cassette, out, jsonl=is_jsonl_path(path), name=os.fspath(path)))
+
+
+def replacing(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
+    """Have `write(name)` write what goes at `path` to a file beside it, then rename that over
+    it, so a reader (or a crash) never sees half of it. Through a symlink its target is replaced;
+    what is no regular file (/dev/stdout, a FIFO) is written into."""
     if _is_special(path):
-        save(cassette, path, jsonl=is_jsonl_path(path))
+        write(os.fspath(path))
         return
     target = os.path.realpath(path)
     scratch = f"{target}.tmp"
     try:
-        save(cassette, scratch, jsonl=is_jsonl_path(path), name=os.fspath(path))
-    except CassetteError:
+        write(scratch)
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
         raise
