@@ -59,6 +59,7 @@ class _Server:
         self._termination = termination
         self.stdout_open = True
         self.exit_status: int | None = None  # set once the recorded server's exit is replayed
+        self.client_gone = False  # the client closed its end of stdout
         self._lock = threading.RLock()  # a held answer is written from its timer's thread
         self._held: list[threading.Timer] = []
 
@@ -68,7 +69,7 @@ class _Server:
         for action in reception.actions:
             if delay := self.control.delay(action.gap):
                 with self._termination.wait():
-                    time.sleep(delay)
+                    self._pause(delay)
             if action.hold:  # a delay fault: this answer goes later, the rest of the session does not wait
                 timer = threading.Timer(action.hold, self._carry_out, [action])
                 timer.start()
@@ -77,6 +78,18 @@ class _Server:
             if action.frame.kind is Kind.STREAM_END and (action.frame.info or {}).get("reason") != "upstream_error":
                 self.finish()  # the recorded server closes stdout after the answers held back (a drop does not wait)
             self._carry_out(action)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait a recorded gap, cut short once the client has closed its end of stdout: there is
+        no one left to wait for (the gaps of a long recording could keep an orphan alive for hours)."""
+        if self.client_gone:
+            return
+        if not self.stdout_open:  # the recorded server closed it: its exit keeps the recorded gap
+            time.sleep(seconds)
+        else:
+            watch = select.poll()
+            watch.register(STDOUT, 0)  # only the error and hang-up a closed reader raises
+            self.client_gone = bool(watch.poll(seconds * 1000))
 
     def drop_held(self) -> None:
         """Told to stop: the answers still held never go out."""
@@ -111,6 +124,7 @@ class _Server:
                 _write_all(STDOUT, data)
             except BrokenPipeError:  # the client stopped reading; keep consuming its input
                 self.stdout_open = False
+                self.client_gone = True
 
 
 class _Episode:

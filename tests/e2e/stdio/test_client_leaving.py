@@ -1,8 +1,10 @@
 """A client that leaves `tapes replay` in the middle: a Ctrl-C (SIGINT) or a closed terminal
-(SIGHUP) ends it as a SIGTERM does, between two steps, with the summary and the report."""
+(SIGHUP) ends it as a SIGTERM does, between two steps, with the summary and the report; a client
+that closed its pipes is not waited for through the recorded gaps of --timing recorded."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -11,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from tapes.cassette.frames import Kind
-from tapes.cassette.store import load
+from tapes.cassette.store import load, save
 
+from tests.support.messages import req, res
 from tests.support.paths import CASSETTES, TAPES
+from tests.support.recordings import stdio_cassette
 
 CASSETTE = CASSETTES / "everything-stdio-2025-11-25.tape"
 TIMEOUT = 60
@@ -45,3 +49,19 @@ def test_sigint_and_sighup_end_the_replay_with_its_summary_and_report(signum: si
     assert "tapes replay: played" in said and "Aborted" not in said and "Traceback" not in said, said
     written = json.loads(report.read_text())
     assert written["complete"] is True and written["played"] >= 1
+
+
+def test_a_client_gone_is_not_waited_for_through_the_recorded_gaps(tmp_path: Path) -> None:
+    recorded = stdio_cassette(("c", req(1, "tools/call", {"name": "slow"})), ("s", res(1, {})))
+    hour_later = [recorded.frames[0], dataclasses.replace(recorded.frames[1], t=3600.0)]
+    path = tmp_path / "slow.tape"
+    save(dataclasses.replace(recorded, frames=hour_later), path)
+    replay = subprocess.Popen([*TAPES, "replay", str(path), "--timing", "recorded"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert replay.stdin is not None and replay.stdout is not None and replay.stderr is not None
+    replay.stdin.write(json.dumps(req(1, "tools/call", {"name": "slow"})).encode() + b"\n")
+    replay.stdin.close()  # the client gives up on the answer an hour away, and goes
+    replay.stdout.close()
+    assert replay.wait(TIMEOUT) == 0
+    said = replay.stderr.read().decode()
+    assert "played 1 frame" in said and "Traceback" not in said, said
