@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tapes.cassette.frames import Kind
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import load, save
 
 from tests.support.messages import req, res
@@ -65,3 +65,21 @@ def test_a_client_gone_is_not_waited_for_through_the_recorded_gaps(tmp_path: Pat
     assert replay.wait(TIMEOUT) == 0
     said = replay.stderr.read().decode()
     assert "played 1 frame" in said and "Traceback" not in said, said
+
+
+def test_a_gap_slowed_down_past_what_can_be_waited_is_waited_until_told_to_stop(tmp_path: Path) -> None:
+    """--timing 1e-30 makes a gap of a second longer than poll (or sleep) can wait: no traceback."""
+    recorded = stdio_cassette(("c", req(1, "tools/call", {"name": "slow"})), ("s", res(1, {})))
+    started = Frame(2, recorded.frames[0].t, Direction.SERVER_TO_CLIENT, STDIO, Kind.STDERR, data=b"working")
+    frames = [recorded.frames[0], started, dataclasses.replace(recorded.frames[1], seq=3, t=1.0)]
+    path = tmp_path / "slowed.tape"
+    save(dataclasses.replace(recorded, frames=frames), path)
+    replay = subprocess.Popen([*TAPES, "replay", str(path), "--timing", "1e-30"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert replay.stdin is not None and replay.stderr is not None
+    replay.stdin.write(json.dumps(req(1, "tools/call", {"name": "slow"})).encode() + b"\n")
+    replay.stdin.flush()
+    assert replay.stderr.readline() == b"working\n"  # the answer's gap is next
+    replay.send_signal(signal.SIGTERM)
+    _, stderr = replay.communicate(timeout=TIMEOUT)
+    assert replay.returncode == 128 + signal.SIGTERM and b"Traceback" not in stderr, stderr
