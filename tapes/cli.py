@@ -356,7 +356,7 @@ def _record_in_place_of_replay(cassette: str, upstream: str | None, command: lis
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("--width", type=int, default=None, help="Width of the table (default: the terminal's).")
+@click.option("--width", type=click.IntRange(min=1), default=None, help="Width of the table (default: the terminal's).")
 def show(cassette: str, width: int | None) -> None:
     """Print a cassette as a timeline."""
     from tapes.cassette.store import stream
