@@ -8,6 +8,7 @@ records from then on is spliced into the cassette when the session ends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -43,7 +44,17 @@ _LONGEST_WAIT = (2**31 - 1) / 1000  # poll's limit (24 days): a slowed-down gap 
 
 def _pending(fd: int) -> bool:
     """Whether reading `fd` would not block (input, or its end, is there)."""
-    return bool(select.select([fd], [], [], 0)[0])
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except OSError:  # closed: the read says so
+        return True
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 20)
+    except OSError:  # a stdin that cannot be read (closed, an I/O error) has ended too
+        return b""
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -109,10 +120,12 @@ class _Server:
             if frame.kind in (Kind.MESSAGE, Kind.RAW):
                 self._stdout(action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STDERR:
-                _write_all(STDERR, action.payload + (b"" if frame.partial else b"\n"))
+                with contextlib.suppress(OSError):  # a closed stderr loses the recorded server's log, no more
+                    _write_all(STDERR, action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STREAM_END and self.stdout_open:
                 self.stdout_open = False
-                os.close(STDOUT)
+                with contextlib.suppress(OSError):  # the client gave none
+                    os.close(STDOUT)
             elif frame.kind is Kind.EXIT:
                 info = frame.info or {}
                 code, sig = info.get("code"), info.get("signal")
@@ -124,7 +137,7 @@ class _Server:
                 return
             try:
                 _write_all(STDOUT, data)
-            except BrokenPipeError:  # the client stopped reading; keep consuming its input
+            except OSError:  # the client stopped reading (or gave a stdout that fails); keep consuming its input
                 self.stdout_open = False
                 self.client_gone = True
 
@@ -162,7 +175,7 @@ class _Episode:
             if stdout_open:
                 try:
                     _write_all(STDOUT, line)
-                except BrokenPipeError:  # the client stopped reading; keep draining the server
+                except OSError:  # the client stopped reading; keep draining the server
                     stdout_open = False
 
     def _warm(self, console: Console) -> None:
@@ -320,7 +333,7 @@ def replay_stdio(
                 server.perform(session.advance())
                 continue
             with termination.wait():
-                chunk = os.read(STDIN, 1 << 20)
+                chunk = _read(STDIN)
             if not chunk:
                 rest = splitter.finish()
                 if rest is not None:

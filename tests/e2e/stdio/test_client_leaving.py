@@ -83,3 +83,17 @@ def test_a_gap_slowed_down_past_what_can_be_waited_is_waited_until_told_to_stop(
     replay.send_signal(signal.SIGTERM)
     _, stderr = replay.communicate(timeout=TIMEOUT)
     assert replay.returncode == 128 + signal.SIGTERM and b"Traceback" not in stderr, stderr
+
+
+
+@pytest.mark.parametrize(("redirect", "flags", "code"), [
+    ("<&-", [], 0), (">&-", [], 0), (">/dev/full", [], 0), ("2>&-", [], 0),
+    (">&-", ["--fault", "server/discover:drop"], 1),  # the drop closes a stdout nothing was written to
+])
+def test_stdio_that_cannot_be_read_or_written_ends_the_replay_without_a_traceback(
+        redirect: str, flags: list[str], code: int) -> None:
+    """A client may start the replay with stdin, stdout or stderr closed, or where writes fail."""
+    replay = subprocess.run(["sh", "-c", f'exec "$@" {redirect}', "sh", *TAPES, "replay", str(CASSETTE), *flags],
+                            input=_client_lines()[0], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            timeout=TIMEOUT)
+    assert replay.returncode == code and b"Traceback" not in replay.stderr, replay.stderr.decode()
