@@ -33,8 +33,8 @@ def _is_stdout(output: str) -> bool:
     if output == "-":
         return True
     try:
-        return os.path.samestat(os.stat(output), os.fstat(sys.stdout.fileno()))
-    except (OSError, ValueError):  # not there yet; no stdout at all
+        return os.path.samestat(os.stat(output), os.fstat(1))
+    except OSError:  # not there yet; no stdout at all
         return False
 
 
@@ -50,6 +50,17 @@ def _listen_address(text: str) -> tuple[str, int]:
 @click.version_option(__version__, prog_name="tapes")
 def main() -> None:
     """Record MCP sessions into cassettes and replay them as a deterministic mock server."""
+    _hold_standard_streams()
+
+
+def _hold_standard_streams() -> None:
+    """A stdin, stdout or stderr the caller left closed gets /dev/null in its place, so that no file
+    opened later (a cassette, a pipe to a server) takes its number and gets what is meant for it."""
+    for fd in (0, 1, 2):  # os.open takes the lowest free number: this one, the ones below being held
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
