@@ -674,6 +674,8 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
             write_page(sys.stdout.buffer, title, [side])
             return
         target = Path(output or Path(cassette).with_suffix(".html").name)
+        if target.exists() and target.samefile(cassette):  # opened for writing, it would be emptied as it is read
+            raise UserError(f"-o {target} is the cassette itself: the page needs a file of its own")
         try:
             out = open(target, "wb")  # noqa: SIM115 - closed below, and removed if unfinished
         except OSError as error:

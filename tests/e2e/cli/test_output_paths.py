@@ -36,3 +36,17 @@ def test_an_output_in_a_missing_folder_is_one_sentence(command: list[str], tmp_p
     run = tapes(*command, str(source), "-o", str(output))
     assert run.returncode == 2 and run.stdout == b""
     assert run.stderr.decode() == f"tapes: error: {output}: cannot be written (No such file or directory)\n"
+
+
+@pytest.mark.parametrize("through", ["the same name", "a symlink"])
+def test_view_into_the_cassette_itself_is_refused_and_leaves_it_whole(through: str, tmp_path: Path) -> None:
+    cassette = tmp_path / "a.tape"
+    cassette.write_bytes(STDIO_CASSETTE.read_bytes())
+    output = cassette
+    if through == "a symlink":
+        output = tmp_path / "page.html"
+        output.symlink_to(cassette)
+    run = tapes("view", str(cassette), "-o", str(output))
+    assert run.returncode == 2
+    assert run.stderr.decode() == f"tapes: error: -o {output} is the cassette itself: the page needs a file of its own\n"
+    assert cassette.read_bytes() == STDIO_CASSETTE.read_bytes()
