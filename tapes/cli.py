@@ -38,6 +38,12 @@ def _is_stdout(output: str) -> bool:
         return False
 
 
+def _refuse_the_cassette_itself(output: Path, cassette: str, flag: str, instead: str) -> None:
+    """An output that is the cassette read (by name or through a link) would be emptied as it is read."""
+    if output.exists() and output.samefile(cassette):
+        raise UserError(f"{flag} is the cassette itself: {instead}")
+
+
 def _listen_address(text: str) -> tuple[str, int]:
     """--listen HOST:PORT (PORT 0 picks a free port)."""
     host, colon, port = text.rpartition(":")
@@ -565,6 +571,8 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     from tapes.analysis.diff import diff_cassettes
     from tapes.cassette.store import load
 
+    if keep:
+        _refuse_the_cassette_itself(Path(keep), cassette, f"--keep {keep}", "use --update to replace it")
     if upstream is not None and command:
         raise UserError("verify takes either --upstream URL or a server command after --, not both")
     if upstream is None and not command:
@@ -674,8 +682,7 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
             write_page(sys.stdout.buffer, title, [side])
             return
         target = Path(output or Path(cassette).with_suffix(".html").name)
-        if target.exists() and target.samefile(cassette):  # opened for writing, it would be emptied as it is read
-            raise UserError(f"-o {target} is the cassette itself: the page needs a file of its own")
+        _refuse_the_cassette_itself(target, cassette, f"-o {target}", "the page needs a file of its own")
         try:
             out = open(target, "wb")  # noqa: SIM115 - closed below, and removed if unfinished
         except OSError as error:
