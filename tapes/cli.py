@@ -271,8 +271,10 @@ def replay(
     control = ReplayControl.build(**settings, before_record=before_record or config.before_record)
     if dry_run:
         _fault_dry_run(cassette, control.faults)
-    if report_path is not None and not report_path.parent.is_dir():  # said now, not once the client is gone
-        raise UserError(f"--report {report_path}: the folder {report_path.parent} does not exist")
+    if report_path is not None:  # said now, not once the client is gone
+        if not report_path.parent.is_dir():
+            raise UserError(f"--report {report_path}: the folder {report_path.parent} does not exist")
+        _refuse_the_cassette_itself(report_path, cassette, f"--report {report_path}", "the report needs a file of its own")
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command

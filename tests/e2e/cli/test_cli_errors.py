@@ -30,6 +30,16 @@ def test_a_report_in_a_missing_folder_is_one_sentence_before_anything_is_served(
     assert run.stderr.decode() == f"tapes: error: --report {report}: the folder {report.parent} does not exist\n"
 
 
+def test_a_report_into_the_cassette_itself_is_refused(tmp_path: Path) -> None:
+    cassette = tmp_path / "a.tape"
+    cassette.write_bytes((CASSETTES / "everything-stdio-2025-11-25.tape").read_bytes())
+    run = subprocess.run([*TAPES, "replay", str(cassette), "--report", str(cassette)], input=b"", capture_output=True,
+                         timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == f"tapes: error: --report {cassette} is the cassette itself: the report needs a file of its own\n"
+    assert cassette.read_bytes() == (CASSETTES / "everything-stdio-2025-11-25.tape").read_bytes()
+
+
 def test_an_http_replay_writes_its_report_too(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     replayer = Process([*TAPES, "replay", str(CASSETTES / "everything-http-2025-11-25.tape"), "--http",
