@@ -18,7 +18,8 @@ from tapes.replay.polls import Polls
 
 
 class _Group(click.Group):
-    """Turns a UserError anywhere below into one line on stderr and exit code 2."""
+    """Turns a UserError anywhere below, or an output the machine cannot write (a full disk, a
+    stdout that fails), into one line on stderr and exit code 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -26,6 +27,18 @@ class _Group(click.Group):
         except UserError as error:
             click.echo(f"tapes: error: {error}", err=True)
             ctx.exit(2)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): as ever
+        except OSError as error:
+            _discard_stdout()
+            said = f"{error.filename}: {error.strerror}" if error.filename else f"stdout: cannot be written ({error.strerror})"
+            click.echo(f"tapes: error: {said}", err=True)
+            ctx.exit(2)
+
+
+def _discard_stdout() -> None:
+    """What is still buffered for stdout goes to /dev/null, not into an error at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 
 
 def _is_stdout(output: str) -> bool:
@@ -62,11 +75,13 @@ def main() -> None:
 def _hold_standard_streams() -> None:
     """A stdin, stdout or stderr the caller left closed gets /dev/null in its place, so that no file
     opened later (a cassette, a pipe to a server) takes its number and gets what is meant for it."""
-    for fd in (0, 1, 2):  # os.open takes the lowest free number: this one, the ones below being held
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
         try:
             os.fstat(fd)
-        except OSError:
+        except OSError:  # os.open takes the lowest free number: this one, the ones below being held
             os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
+        if getattr(sys, name) is None:  # Python found it closed at start
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 - for the whole run
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -401,9 +416,8 @@ def _write_cassette(cassette: Any, output: str, output_format: str | None, defau
     try:
         dump(cassette, sys.stdout.buffer, jsonl=output_format == "jsonl", name="stdout")
     except BrokenPipeError:
-        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to
-        # say it. What is still buffered goes to /dev/null, not into an error at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to say it.
+        _discard_stdout()
 
 
 @main.command("export")

@@ -50,3 +50,19 @@ def test_view_into_the_cassette_itself_is_refused_and_leaves_it_whole(through: s
     assert run.returncode == 2
     assert run.stderr.decode() == f"tapes: error: -o {output} is the cassette itself: the page needs a file of its own\n"
     assert cassette.read_bytes() == STDIO_CASSETTE.read_bytes()
+
+
+@pytest.mark.parametrize("command", [["lint"], ["show"], ["export", "-o", "-"], ["diff", str(STDIO_CASSETTE)]])
+def test_a_stdout_that_fails_is_one_sentence(command: list[str]) -> None:
+    with open("/dev/full", "wb") as full:
+        run = subprocess.run([*TAPES, command[0], str(STDIO_CASSETTE), *command[1:]], stdin=subprocess.DEVNULL,
+                             stdout=full, stderr=subprocess.PIPE, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr == b"tapes: error: stdout: cannot be written (No space left on device)\n"
+
+
+@pytest.mark.parametrize("command", [["lint"], ["export", "-o", "-"]])
+def test_a_closed_stdout_is_written_to_nowhere(command: list[str]) -> None:
+    run = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *TAPES, command[0], str(STDIO_CASSETTE), *command[1:]],
+                         stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+    assert run.returncode == 0 and run.stderr == b""
