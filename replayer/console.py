@@ -3,7 +3,9 @@ summary. Text from cassettes and the wire is printed as it is, never read as Ric
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,25 @@ from tapes.cassette.store import Cassette, CassetteStream, replacing
 PREFIX = "tapes replay: "
 
 
+class _LossyStderr:
+    """stderr, where a write that fails (a client closed its end) loses the text, not the replay
+    and its exit code."""
+
+    def write(self, text: str) -> int:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding...: stderr's, for Rich to decide on colours
+        return getattr(sys.stderr, name)
+
+
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(file=_LossyStderr(), highlight=False)  # type: ignore[arg-type]
 
 
 def print_warnings(console: Console, cassette: Cassette | CassetteStream) -> None:

@@ -97,3 +97,12 @@ def test_stdio_that_cannot_be_read_or_written_ends_the_replay_without_a_tracebac
                             input=_client_lines()[0], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             timeout=TIMEOUT)
     assert replay.returncode == code and b"Traceback" not in replay.stderr, replay.stderr.decode()
+
+
+def test_a_client_that_closed_its_end_of_stderr_gets_the_exit_code_all_the_same() -> None:
+    replay = subprocess.Popen([*TAPES, "replay", str(CASSETTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert replay.stderr is not None
+    replay.stderr.close()  # the recorded server's log and the summary have no reader
+    out, _ = replay.communicate(b"".join(_client_lines()), timeout=TIMEOUT)
+    assert replay.returncode == 0 and out.count(b"\n") > 10
