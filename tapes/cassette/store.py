@@ -20,6 +20,7 @@ before its end is read); `load` collects what a stream yields.
 from __future__ import annotations
 
 import base64
+import codecs
 import contextlib
 import gc
 import io
@@ -536,13 +537,16 @@ def _unreadable(name: str, error: OSError) -> CassetteError:
     return CassetteError(f"{name}: cannot be read ({error.strerror})")
 
 
+_BOM = codecs.BOM_UTF8  # json.loads reads past it
+
+
 def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
-    first = file.read(1)
+    first = file.read(len(_BOM) + 1)
     if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
     warnings: list[str] = []
-    if first == b"{":
+    if first.startswith((b"{", _BOM + b"{")):  # JSON Lines, perhaps from an editor that starts UTF-8 with a BOM
         header, frames = _jsonl_stream(file, name, warnings)
     elif first[0] in _MSGPACK_MAP_STARTS:
         header, frames = _msgpack_stream(file, size, name, warnings)

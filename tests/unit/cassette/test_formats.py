@@ -3,6 +3,7 @@ every writer: `save`, `CassetteWriter`, `replace_file`; `dump` writes to an open
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import os
@@ -107,3 +108,8 @@ def test_replace_file_into_a_missing_folder_names_the_file_asked_for(tmp_path: P
     with pytest.raises(CassetteError) as refused:
         replace_file(Cassette(EVERY_KIND_HEADER, EVERY_KIND), tmp_path / "nope" / "a.tape")
     assert str(refused.value) == f"{tmp_path / 'nope' / 'a.tape'}: cannot be written (No such file or directory)"
+
+
+def test_json_lines_saved_by_an_editor_with_a_byte_order_mark_load(tmp_path: Path) -> None:
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND), tmp_path / "a.jsonl")
+    assert loads(codecs.BOM_UTF8 + (tmp_path / "a.jsonl").read_bytes()).frames == EVERY_KIND
