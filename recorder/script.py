@@ -123,6 +123,8 @@ def load_script(path: str | Path, environ: Mapping[str, str] = os.environ) -> li
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise UserError(f"{path}: cannot be read ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: is not YAML or JSON (it is not UTF-8 text)") from None
     try:
         document = yaml.safe_load(substitute(text, environ, str(path)))
     except yaml.YAMLError as error:

@@ -27,6 +27,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,7 +38,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from replayer.console import print_summary, print_warnings, stderr_console
+from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, load, replace_file
@@ -818,9 +819,11 @@ def replay_server(
         server.stop()
 
 
-def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOptions, strict: bool = True) -> int:
+def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOptions, strict: bool = True,
+                report_path: Path | None = None) -> int:
     """Serve `cassette` until SIGINT/SIGTERM, then print the summary on stderr (like the stdio
-    replayer). Returns 1 when something did not match and `strict`, else 0."""
+    replayer) and, as JSON, to `report_path` when given. Returns 1 when something did not match
+    and `strict`, else 0."""
     console = stderr_console()
     print_warnings(console, cassette)
     replayer = HttpReplayer(cassette, options)
@@ -843,5 +846,7 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     replayer.add_new_episodes()
+    if report_path is not None:
+        write_report(report_path, replayer.report().as_json())
     clean = print_summary(console, replayer.report_lines(), replayer.clean)
     return 1 if strict and not clean else 0

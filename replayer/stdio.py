@@ -8,7 +8,7 @@ records from then on is spliced into the cassette when the session ends."""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import select
 import signal
@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from recorder.process import TAPES
-from replayer.console import print_summary, print_warnings, stderr_console
+from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, CassetteStream, load, replace_file
 from tapes.replay.control import ReplayControl
@@ -39,11 +39,22 @@ from tapes.replay.session import ReplaySession, summary
 from tapes.wire.jsonrpc import LineSplitter
 
 STDIN, STDOUT, STDERR = 0, 1, 2
+_LONGEST_WAIT = (2**31 - 1) / 1000  # poll's limit (24 days): a slowed-down gap longer than that is waited as that
 
 
 def _pending(fd: int) -> bool:
     """Whether reading `fd` would not block (input, or its end, is there)."""
-    return bool(select.select([fd], [], [], 0)[0])
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except OSError:  # closed: the read says so
+        return True
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 20)
+    except OSError:  # a stdin that cannot be read (closed, an I/O error) has ended too
+        return b""
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -60,6 +71,7 @@ class _Server:
         self._termination = termination
         self.stdout_open = True
         self.exit_status: int | None = None  # set once the recorded server's exit is replayed
+        self.client_gone = False  # the client closed its end of stdout
         self._lock = threading.RLock()  # a held answer is written from its timer's thread
         self._held: list[threading.Timer] = []
 
@@ -69,7 +81,7 @@ class _Server:
         for action in reception.actions:
             if delay := self.control.delay(action.gap):
                 with self._termination.wait():
-                    time.sleep(delay)
+                    self._pause(delay)
             if action.hold:  # a delay fault: this answer goes later, the rest of the session does not wait
                 timer = threading.Timer(action.hold, self._carry_out, [action])
                 timer.start()
@@ -78,6 +90,19 @@ class _Server:
             if action.frame.kind is Kind.STREAM_END and (action.frame.info or {}).get("reason") != "upstream_error":
                 self.finish()  # the recorded server closes stdout after the answers held back (a drop does not wait)
             self._carry_out(action)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait a recorded gap, cut short once the client has closed its end of stdout: there is
+        no one left to wait for (the gaps of a long recording could keep an orphan alive for hours)."""
+        if self.client_gone:
+            return
+        seconds = min(seconds, _LONGEST_WAIT)
+        if not self.stdout_open:  # the recorded server closed it: its exit keeps the recorded gap
+            time.sleep(seconds)
+        else:
+            watch = select.poll()
+            watch.register(STDOUT, 0)  # only the error and hang-up a closed reader raises
+            self.client_gone = bool(watch.poll(seconds * 1000))
 
     def drop_held(self) -> None:
         """Told to stop: the answers still held never go out."""
@@ -95,10 +120,12 @@ class _Server:
             if frame.kind in (Kind.MESSAGE, Kind.RAW):
                 self._stdout(action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STDERR:
-                _write_all(STDERR, action.payload + (b"" if frame.partial else b"\n"))
+                with contextlib.suppress(OSError):  # a closed stderr loses the recorded server's log, no more
+                    _write_all(STDERR, action.payload + (b"" if frame.partial else b"\n"))
             elif frame.kind is Kind.STREAM_END and self.stdout_open:
                 self.stdout_open = False
-                os.close(STDOUT)
+                with contextlib.suppress(OSError):  # the client gave none
+                    os.close(STDOUT)
             elif frame.kind is Kind.EXIT:
                 info = frame.info or {}
                 code, sig = info.get("code"), info.get("signal")
@@ -110,8 +137,9 @@ class _Server:
                 return
             try:
                 _write_all(STDOUT, data)
-            except BrokenPipeError:  # the client stopped reading; keep consuming its input
+            except OSError:  # the client stopped reading (or gave a stdout that fails); keep consuming its input
                 self.stdout_open = False
+                self.client_gone = True
 
 
 class _Episode:
@@ -147,7 +175,7 @@ class _Episode:
             if stdout_open:
                 try:
                     _write_all(STDOUT, line)
-                except BrokenPipeError:  # the client stopped reading; keep draining the server
+                except OSError:  # the client stopped reading; keep draining the server
                     stdout_open = False
 
     def _warm(self, console: Console) -> None:
@@ -203,15 +231,25 @@ class _Termination:
     """A client's SIGTERM ends the replay between two steps, never inside one: it interrupts a
     wait (for input, for a recorded delay) at once, and is acted on after engine work. Raised in
     the middle of indexing or of reading the cassette, it would leave a half-filed frame behind,
-    and a report that lacks it without saying so."""
+    and a report that lacks it without saying so. A Ctrl-C (SIGINT) and a closed terminal
+    (SIGHUP) end it the same way, unless they were ignored when the replay started (nohup)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
     def __init__(self) -> None:
-        self.requested = False
+        self.signal: int | None = None  # the one that ended the replay
         self._waiting = False
+        for signum in self.SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, self)
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
 
     def __call__(self, signum: int, frame: object) -> None:
-        self.requested = True
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
+        self.signal = signum
+        signal.signal(signum, signal.SIG_DFL)  # the report may still read a big cassette's rest: told twice, stop
         if self._waiting:
             raise _Terminated
 
@@ -225,14 +263,6 @@ class _Termination:
             yield
         finally:
             self._waiting = False
-
-
-def _write_report(path: Path, session: ReplaySession, *, complete: bool) -> None:
-    """The summary as JSON, replaced at once (a reader never sees half of it). Not `complete`: the
-    cassette was not all read, so its `unused` covers only the part read so far."""
-    scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(json.dumps({**session.report.as_json(), "complete": complete}))
-    os.replace(scratch, path)
 
 
 def replay_stdio(
@@ -264,7 +294,6 @@ def replay_stdio(
     # A client that stops waiting for the recorded server's end (SDK clients send SIGTERM a while
     # after closing stdin; under a timing the recorded end may be later) still gets the report.
     termination = _Termination()
-    signal.signal(signal.SIGTERM, termination)
     session = ReplaySession(frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
     server = _Server(control, termination)
     splitter = LineSplitter()
@@ -304,7 +333,7 @@ def replay_stdio(
                 server.perform(session.advance())
                 continue
             with termination.wait():
-                chunk = os.read(STDIN, 1 << 20)
+                chunk = _read(STDIN)
             if not chunk:
                 rest = splitter.finish()
                 if rest is not None:
@@ -314,7 +343,7 @@ def replay_stdio(
                         # what the client missed is known now; reading the rest of a big cassette
                         # may outlast the client's patience (SDK clients kill a server seconds
                         # after closing its stdin)
-                        _write_report(report_path, session, complete=False)
+                        write_report(report_path, session.report.as_json(), complete=False)
                     server.perform(session.end())
                 break
             for line in splitter.feed(chunk):
@@ -322,7 +351,8 @@ def replay_stdio(
                 if server.exit_status is not None:
                     break
     except _Terminated:
-        server.exit_status = 128 + signal.SIGTERM
+        assert termination.signal is not None
+        server.exit_status = 128 + termination.signal
         server.drop_held()
     server.finish()
     if not warned:  # a stream: read to its end by the session's end, or now (the report needs all of it)
@@ -333,7 +363,7 @@ def replay_stdio(
         assert new_episodes is not None
         session.episode_recorded(episode.splice_into(cassette, session.played_frames, new_episodes.cassette))
     if report_path is not None:
-        _write_report(report_path, session, complete=True)
+        write_report(report_path, session.report.as_json())
     clean = print_summary(console, *summary([session]))
     if strict and not clean:
         return 1

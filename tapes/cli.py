@@ -3,6 +3,7 @@ adapters, so it is the one module of `tapes` allowed to import them."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -17,7 +18,8 @@ from tapes.replay.polls import Polls
 
 
 class _Group(click.Group):
-    """Turns a UserError anywhere below into one line on stderr and exit code 2."""
+    """Turns a UserError anywhere below, or an output the machine cannot write (a full disk, a
+    stdout that fails), into one line on stderr and exit code 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -25,6 +27,34 @@ class _Group(click.Group):
         except UserError as error:
             click.echo(f"tapes: error: {error}", err=True)
             ctx.exit(2)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): as ever
+        except OSError as error:
+            _discard_stdout()
+            said = f"{error.filename}: {error.strerror}" if error.filename else f"stdout: cannot be written ({error.strerror})"
+            click.echo(f"tapes: error: {said}", err=True)
+            ctx.exit(2)
+
+
+def _discard_stdout() -> None:
+    """What is still buffered for stdout goes to /dev/null, not into an error at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
+def _is_stdout(output: str) -> bool:
+    """`-`, or a path to the file stdout is (/dev/stdout, /proc/self/fd/1)."""
+    if output == "-":
+        return True
+    try:
+        return os.path.samestat(os.stat(output), os.fstat(1))
+    except OSError:  # not there yet; no stdout at all
+        return False
+
+
+def _refuse_the_cassette_itself(output: Path, cassette: str, flag: str, instead: str) -> None:
+    """An output that is the cassette read (by name or through a link) would be emptied as it is read."""
+    if output.exists() and output.samefile(cassette):
+        raise UserError(f"{flag} is the cassette itself: {instead}")
 
 
 def _listen_address(text: str) -> tuple[str, int]:
@@ -39,6 +69,19 @@ def _listen_address(text: str) -> tuple[str, int]:
 @click.version_option(__version__, prog_name="tapes")
 def main() -> None:
     """Record MCP sessions into cassettes and replay them as a deterministic mock server."""
+    _hold_standard_streams()
+
+
+def _hold_standard_streams() -> None:
+    """A stdin, stdout or stderr the caller left closed gets /dev/null in its place, so that no file
+    opened later (a cassette, a pipe to a server) takes its number and gets what is meant for it."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:  # os.open takes the lowest free number: this one, the ones below being held
+            os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
+        if getattr(sys, name) is None:  # Python found it closed at start
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 - for the whole run
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -113,9 +156,9 @@ def record(
     if command:
         from recorder.stdio import record_stdio
 
-        if output == "-":
-            raise UserError("-o - cannot be used with a stdio recording: stdout carries the protocol to the client, "
-                            "so the cassette needs a file")
+        if _is_stdout(output):
+            raise UserError(f"-o {output} cannot be used with a stdio recording: stdout carries the protocol to the "
+                            "client, so the cassette needs a file")
         if upstream_ca:
             raise UserError("--upstream-ca only applies to an HTTP recording (--upstream or --proxy)")
         if redact_headers:
@@ -243,6 +286,10 @@ def replay(
     control = ReplayControl.build(**settings, before_record=before_record or config.before_record)
     if dry_run:
         _fault_dry_run(cassette, control.faults)
+    if report_path is not None:  # said now, not once the client is gone
+        if not report_path.parent.is_dir():
+            raise UserError(f"--report {report_path}: the folder {report_path.parent} does not exist")
+        _refuse_the_cassette_itself(report_path, cassette, f"--report {report_path}", "the report needs a file of its own")
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
@@ -296,7 +343,8 @@ def replay(
     options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)
     if upstream:
         options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
-    sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched))
+    sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched,
+                         report_path=report_path))
 
 
 def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:
@@ -342,7 +390,7 @@ def _record_in_place_of_replay(cassette: str, upstream: str | None, command: lis
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("--width", type=int, default=None, help="Width of the table (default: the terminal's).")
+@click.option("--width", type=click.IntRange(min=1), default=None, help="Width of the table (default: the terminal's).")
 def show(cassette: str, width: int | None) -> None:
     """Print a cassette as a timeline."""
     from tapes.cassette.store import stream
@@ -368,11 +416,8 @@ def _write_cassette(cassette: Any, output: str, output_format: str | None, defau
     try:
         dump(cassette, sys.stdout.buffer, jsonl=output_format == "jsonl", name="stdout")
     except BrokenPipeError:
-        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to
-        # say it. What is still buffered goes to /dev/null, not into an error at exit.
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to say it.
+        _discard_stdout()
 
 
 @main.command("export")
@@ -397,8 +442,11 @@ def export(cassette: str, output: str, output_format: str | None) -> None:
     from tapes.render.har import to_har
 
     text = json.dumps(to_har(load(cassette), cassette), indent=1, ensure_ascii=False)
-    with click.open_file(output, "w", encoding="utf-8") as out:
-        out.write(text + "\n")
+    try:
+        with click.open_file(output, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+    except OSError as error:
+        raise UserError(f"{output}: cannot be written ({error.strerror})") from None
 
 
 @main.command()
@@ -425,14 +473,15 @@ def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_p
         raise UserError(str(error)) from None
     hook = load_hook(before_record) if before_record else None
     redacted, replaced = redact_cassette(load(cassette), Redactor(rules), hook)
-    if output == STDOUT:  # the cassette is stdout's: what was replaced goes to stderr
+    if output == STDOUT:
         _write_cassette(redacted, output, None, default="jsonl")
     else:
         replace_file(redacted, output)  # -o CASSETTE never leaves half a file
+    to_stderr = _is_stdout(output)  # the cassette is stdout's: what was replaced goes to stderr
     click.echo(f"tapes redact: wrote {'stdout' if output == STDOUT else output}" + ("" if replaced else " (nothing to replace)"),
-               err=output == STDOUT)
+               err=to_stderr)
     for entry in replaced:
-        click.echo(f"  {entry.describe()}", err=output == STDOUT)
+        click.echo(f"  {entry.describe()}", err=to_stderr)
 
 
 @main.command("import")
@@ -538,6 +587,8 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     from tapes.analysis.diff import diff_cassettes
     from tapes.cassette.store import load
 
+    if keep:
+        _refuse_the_cassette_itself(Path(keep), cassette, f"--keep {keep}", "use --update to replace it")
     if upstream is not None and command:
         raise UserError("verify takes either --upstream URL or a server command after --, not both")
     if upstream is None and not command:
@@ -559,8 +610,6 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     accepted = update and report.exit_code("any") != 0
     if accepted:
-        import os
-
         from tapes.cassette.store import save
 
         scratch = f"{cassette}.tmp"  # written beside, then renamed over: never half a cassette
@@ -649,6 +698,7 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
             write_page(sys.stdout.buffer, title, [side])
             return
         target = Path(output or Path(cassette).with_suffix(".html").name)
+        _refuse_the_cassette_itself(target, cassette, f"-o {target}", "the page needs a file of its own")
         try:
             out = open(target, "wb")  # noqa: SIM115 - closed below, and removed if unfinished
         except OSError as error:

@@ -20,12 +20,14 @@ before its end is read); `load` collects what a stream yields.
 from __future__ import annotations
 
 import base64
+import codecs
 import contextlib
 import gc
 import io
 import json
 import math
 import os
+import stat
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
@@ -359,17 +361,18 @@ def _as_raw(frame: Frame) -> Frame:
     return Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.RAW, None, frame.payload, frame.info)
 
 
-def _open_for_writing(path: str | os.PathLike[str], mode: str, **options: Any) -> Any:
+def _open_for_writing(path: str | os.PathLike[str], mode: str, name: str | None = None, **options: Any) -> Any:
     try:
         return open(path, mode, **options)
     except OSError as error:
-        raise CassetteError(f"{path}: cannot be written ({error.strerror})") from None
+        raise CassetteError(f"{name or path}: cannot be written ({error.strerror})") from None
 
 
-def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool | None = None) -> None:
-    """Write `cassette` to `path`, in the format its name says (`is_jsonl_path`) unless `jsonl` is given."""
-    with _open_for_writing(path, "wb") as out:
-        dump(cassette, out, jsonl=is_jsonl_path(path) if jsonl is None else jsonl, name=str(path))
+def save(cassette: Cassette, path: str | os.PathLike[str], *, jsonl: bool | None = None, name: str | None = None) -> None:
+    """Write `cassette` to `path`, in the format its name says (`is_jsonl_path`) unless `jsonl` is
+    given; `name` stands for the path in errors."""
+    with _open_for_writing(path, "wb", name) as out:
+        dump(cassette, out, jsonl=is_jsonl_path(path) if jsonl is None else jsonl, name=name or str(path))
 
 
 def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output>") -> None:
@@ -393,16 +396,34 @@ def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output
 
 
 def replace_file(cassette: Cassette, path: str | os.PathLike[str]) -> None:
-    """Write `cassette` over the file at `path` at once, in the format the name says: written beside
-    it first, then renamed over it, so a reader (or a crash) never sees half of it."""
-    scratch = f"{os.fspath(path)}.tmp"
+    """Write `cassette` over the file at `path` at once, in the format the name says (`replacing`)."""
+    replacing(path, lambda out: save(cassette, out, jsonl=is_jsonl_path(path), name=os.fspath(path)))
+
+
+def replacing(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
+    """Have `write(name)` write what goes at `path` to a file beside it, then rename that over
+    it, so a reader (or a crash) never sees half of it. Through a symlink its target is replaced;
+    what is no regular file (/dev/stdout, a FIFO) is written into."""
+    if _is_special(path):
+        write(os.fspath(path))
+        return
+    target = os.path.realpath(path)
+    scratch = f"{target}.tmp"
     try:
-        save(cassette, scratch, jsonl=is_jsonl_path(path))
-    except CassetteError:
+        write(scratch)
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
         raise
-    os.replace(scratch, path)
+    os.replace(scratch, target)
+
+
+def _is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is there, through symlinks, and no regular file (a device, a FIFO, a pipe)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _json_line(value: dict[str, Any]) -> bytes:
@@ -516,13 +537,16 @@ def _unreadable(name: str, error: OSError) -> CassetteError:
     return CassetteError(f"{name}: cannot be read ({error.strerror})")
 
 
+_BOM = codecs.BOM_UTF8  # json.loads reads past it
+
+
 def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
-    first = file.read(1)
+    first = file.read(len(_BOM) + 1)
     if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
     warnings: list[str] = []
-    if first == b"{":
+    if first.startswith((b"{", _BOM + b"{")):  # JSON Lines, perhaps from an editor that starts UTF-8 with a BOM
         header, frames = _jsonl_stream(file, name, warnings)
     elif first[0] in _MSGPACK_MAP_STARTS:
         header, frames = _msgpack_stream(file, size, name, warnings)

@@ -4,6 +4,7 @@ or a pytest marker."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -94,6 +95,6 @@ def parse_timing(text: str) -> float | None:
         speed = float(text)
     except ValueError:
         speed = 0.0
-    if speed <= 0:
+    if not 0 < speed < math.inf or 1 / speed == math.inf:  # NaN too; a speed so small no gap could be waited
         raise UserError(f"timing {text!r} is not instant, recorded or a positive speed factor")
     return speed

@@ -20,6 +20,7 @@ which recorded request each fault would take if the client made the recorded req
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ class Fault:
                 seconds = float(args or "")
             except ValueError:
                 seconds = -1.0
-            if seconds < 0:
+            if not 0 <= seconds < math.inf:  # NaN too
                 raise UserError(f"fault {spec!r}: delay takes a number of seconds, e.g. delay:2.5")
             return cls(**base, seconds=seconds)
         if args:

@@ -230,6 +230,11 @@ def register_matcher(name: str, predicate: Callable[[dict[str, Any], dict[str, A
 def matcher_named(name: str, ignore: Iterable[str] = ()) -> Matcher:
     """A built-in or registered matcher by name, or a predicate named "module:function" or
     "path/to/file.py:function" (how a replay in a process of its own gets a registered one)."""
+    ignore = tuple(ignore)
+    for pointer in ignore:  # taken as it is, it would point at the whole params: anything would match
+        if not pointer.startswith("/"):
+            raise UserError(f"ignored path {pointer!r} is not a JSON pointer into params (it must start with /, "
+                            "e.g. /arguments/city)")
     if ":" in name and name not in _MATCHERS:
         return CallableMatcher(name, load_function(name, "matcher"), ignore)
     try:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from tests.support.paths import CASSETTES, TAPES
+from tests.support.processes import Process
 
 
 def test_replaying_an_http_cassette_on_stdio_says_to_add_http() -> None:
@@ -12,3 +18,36 @@ def test_replaying_an_http_cassette_on_stdio_says_to_add_http() -> None:
                          input=b"", capture_output=True, timeout=60)
     assert run.returncode == 2 and run.stdout == b""
     assert b"was recorded over HTTP: replay it with --http" in run.stderr and b"Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_report_in_a_missing_folder_is_one_sentence_before_anything_is_served(transport: str, tmp_path: Path) -> None:
+    report = tmp_path / "nope" / "report.json"
+    http = ["--http", "--listen", "127.0.0.1:0"] if transport == "http" else []
+    run = subprocess.run([*TAPES, "replay", str(CASSETTES / f"everything-{transport}-2025-11-25.tape"), *http,
+                          "--report", str(report)], input=b"", capture_output=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == f"tapes: error: --report {report}: the folder {report.parent} does not exist\n"
+
+
+def test_a_report_into_the_cassette_itself_is_refused(tmp_path: Path) -> None:
+    cassette = tmp_path / "a.tape"
+    cassette.write_bytes((CASSETTES / "everything-stdio-2025-11-25.tape").read_bytes())
+    run = subprocess.run([*TAPES, "replay", str(cassette), "--report", str(cassette)], input=b"", capture_output=True,
+                         timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == f"tapes: error: --report {cassette} is the cassette itself: the report needs a file of its own\n"
+    assert cassette.read_bytes() == (CASSETTES / "everything-stdio-2025-11-25.tape").read_bytes()
+
+
+def test_an_http_replay_writes_its_report_too(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    replayer = Process([*TAPES, "replay", str(CASSETTES / "everything-http-2025-11-25.tape"), "--http",
+                        "--listen", "127.0.0.1:0", "--report", str(report)])
+    try:
+        replayer.wait_for(r"tapes: replaying at (\S+)")
+    finally:
+        assert replayer.stop(signal.SIGINT) == 0
+    written = json.loads(report.read_text())
+    assert (written["complete"], written["played"], written["unmatched"]) == (True, 0, [])
+    assert len(written["unused"]) == 11  # every recorded request: the client sent none

@@ -203,10 +203,11 @@ def test_verify_update_accepts_the_live_session(tmp_path: Path) -> None:
     ("- method: ping\n  params: {x: ${UNSET_TAPES_VARIABLE}}\n", "${UNSET_TAPES_VARIABLE} is not set in the environment"),
     ("- method: ping\n  answers: {sampling: {role: robot}}\n", "step 1: answers.sampling is not valid"),
     ("{}\n", "holds no steps"),
+    (b"\x89PNG\r\n\x1a\n", "bad.yaml: is not YAML or JSON (it is not UTF-8 text)"),
 ])
-def test_a_bad_script_is_one_sentence_before_anything_starts(script: str, expected: str, tmp_path: Path) -> None:
+def test_a_bad_script_is_one_sentence_before_anything_starts(script: str | bytes, expected: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text(script)
+    path.write_bytes(script if isinstance(script, bytes) else script.encode())
     run = subprocess.run([*TAPES, "record", "--script", str(path), "-o", str(tmp_path / "x.tape"), "--", "false"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and expected in run.stderr and "Traceback" not in run.stderr, run.stderr

@@ -364,6 +364,29 @@ def test_an_unwritable_cassette_path_is_one_sentence_and_starts_no_server(tmp_pa
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("closed", [0, 1, 2])
+def test_a_recorder_started_with_a_closed_standard_stream_records_the_session(closed: int, tmp_path: Path) -> None:
+    """The cassette file must not take the closed stream's number: what is forwarded there would
+    be written into it."""
+    output = tmp_path / "x.tape"
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    run = subprocess.run(["sh", "-c", f'exec "$@" {closed}>&-', "sh", *TAPES, "record", "-o", str(output), "--",
+                          sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"],
+                         input=ping, capture_output=True, timeout=TIMEOUT)
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr
+    messages = [(frame.direction, frame.message) for frame in load(output).frames if frame.kind is Kind.MESSAGE]
+    assert messages == ([] if closed == 0 else [(C2S, json.loads(ping)), (S2C, json.loads(ping))])
+
+
+def test_a_cassette_path_that_is_the_recorders_stdout_is_one_sentence(tmp_path: Path) -> None:
+    """/dev/stdout carries the protocol to the client: a capture written there would corrupt it."""
+    marker = tmp_path / "server-ran"
+    server = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    line = _user_error([*TAPES, "record", "-o", "/dev/stdout", "--", *server])
+    assert "/dev/stdout" in line and "carries the protocol" in line
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("kind", ["bare name", "path", "not executable"])
 def test_a_server_command_that_cannot_run_is_one_sentence(tmp_path: Path, kind: str) -> None:
     command = {"bare name": "no-such-mcp-server", "path": str(tmp_path / "no-such-server")}.get(kind)

@@ -79,3 +79,12 @@ def test_verify_user_errors() -> None:
     assert no_command.returncode == 2 and "server command after --" in no_command.stderr
     http = run_tapes("verify", "cassettes/everything-http-2025-11-25.tape", "--", "true")
     assert http.returncode == 2 and "is an HTTP recording; verify it against a server URL with --upstream" in http.stderr
+
+
+def test_keeping_the_live_recording_in_the_cassette_itself_is_refused(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.tape"
+    cassette.write_bytes((ROOT / "cassettes" / "notes-stdio-2025-11-25.tape").read_bytes())
+    run = run_tapes("verify", str(cassette), "--keep", str(cassette), "--", "false")
+    assert run.returncode == 2
+    assert run.stderr == f"tapes: error: --keep {cassette} is the cassette itself: use --update to replace it\n"
+    assert cassette.read_bytes() == (ROOT / "cassettes" / "notes-stdio-2025-11-25.tape").read_bytes()

@@ -3,8 +3,11 @@ every writer: `save`, `CassetteWriter`, `replace_file`; `dump` writes to an open
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import (
     JSONL_VERSION,
     Cassette,
+    CassetteError,
     CassetteWriter,
     dump,
     is_jsonl_path,
@@ -74,3 +78,38 @@ def test_a_lone_surrogate_goes_to_json_lines_as_an_escape(tmp_path: Path) -> Non
     line = (tmp_path / "a.jsonl").read_bytes().splitlines()[1]
     assert b"\\ud800" in line
     assert load(tmp_path / "a.jsonl").frames == frames
+
+
+def test_replace_file_writes_into_what_is_no_regular_file(tmp_path: Path) -> None:
+    """A FIFO (or a device: /dev/stdout, /dev/full) is written into, never renamed over."""
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the cassette fits in the pipe's buffer
+    try:
+        replace_file(Cassette(EVERY_KIND_HEADER, EVERY_KIND), fifo)
+        assert stat.S_ISFIFO(fifo.lstat().st_mode)
+        assert loads(os.read(reader, 1 << 16)).frames == EVERY_KIND
+    finally:
+        os.close(reader)
+    assert [path.name for path in tmp_path.iterdir()] == ["pipe.jsonl"]
+
+
+def test_replace_file_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    target = tmp_path / "shared" / "a.tape"
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:1]), target)
+    link = tmp_path / "a.tape"
+    link.symlink_to(target)
+    replace_file(Cassette(EVERY_KIND_HEADER, EVERY_KIND), link)
+    assert link.is_symlink() and load(target).frames == EVERY_KIND
+
+
+def test_replace_file_into_a_missing_folder_names_the_file_asked_for(tmp_path: Path) -> None:
+    with pytest.raises(CassetteError) as refused:
+        replace_file(Cassette(EVERY_KIND_HEADER, EVERY_KIND), tmp_path / "nope" / "a.tape")
+    assert str(refused.value) == f"{tmp_path / 'nope' / 'a.tape'}: cannot be written (No such file or directory)"
+
+
+def test_json_lines_saved_by_an_editor_with_a_byte_order_mark_load(tmp_path: Path) -> None:
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND), tmp_path / "a.jsonl")
+    assert loads(codecs.BOM_UTF8 + (tmp_path / "a.jsonl").read_bytes()).frames == EVERY_KIND

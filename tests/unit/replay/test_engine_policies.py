@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tapes.replay.control import ReplayControl
 from tapes.replay.engine import Race, Repeats, ReplayEngine
 from tapes.replay.outcomes import NO_MATCH
 from tapes.errors import UserError
@@ -135,6 +136,19 @@ def test_ignored_paths_and_registered_matchers() -> None:
     assert send(engine, req(4, "tools/call", {"name": "w", "arguments": 3})) == [res(4, "sunny")]
     with pytest.raises(UserError, match="no matcher named 'nope'"):
         matcher_named("nope")
+
+
+@pytest.mark.parametrize("pointer", ["arguments/city", "", "arguments"])
+def test_an_ignored_path_that_is_no_json_pointer_is_one_sentence(pointer: str) -> None:
+    """Taken as it is, it would point at the whole params: every call of a method would match."""
+    with pytest.raises(UserError, match=f"ignored path {pointer!r} is not a JSON pointer"):
+        ReplayControl.build(ignore=[pointer])
+
+
+@pytest.mark.parametrize("timing", ["nan", "inf", "-inf", "1e-320"])
+def test_a_timing_that_is_no_usable_speed_is_one_sentence(timing: str) -> None:
+    with pytest.raises(UserError, match="not instant, recorded or a positive speed factor"):
+        ReplayControl.build(timing=timing)
 
 
 def test_actions_carry_the_recorded_gaps() -> None:
