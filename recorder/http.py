@@ -42,6 +42,7 @@ from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
 from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 from tapes.wire.http import header
+from tapes.wire.jsonrpc import not_mcp_answer
 from tapes.wire.oauth import ProxyRoutes
 from tapes.wire.sse import EndpointRewriter, is_event_stream
 
@@ -146,6 +147,8 @@ class RecorderAddon:
             self._move_origins(response)
         if not response.stream:
             self._capture(("response", t, exchange, response.status_code, response.headers.fields, response.raw_content))
+            if problem := not_mcp_answer(flow.request.raw_content or b"", response.status_code, response.headers.get("content-type")):
+                self._say(f"upstream answered {_target(flow)} (http:{exchange}) with {problem}, not MCP (recorded as it came)")
         self._capture(("end", t, exchange, CLOSED, None))
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -154,10 +157,11 @@ class RecorderAddon:
         message = flow.error.msg
         reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
         self._capture(("end", time.monotonic() - self._start, exchange, reason, message))
-        if reason == UPSTREAM_ERROR:
-            # the client only sees a 502 or a cut stream; the user hears why (the query may hold a secret)
-            target = f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
-            print(f"tapes: upstream error on {target} (http:{exchange}): {message}", file=self._notices, flush=True)
+        if reason == UPSTREAM_ERROR:  # the client only sees a 502 or a cut stream; the user hears why
+            self._say(f"upstream error on {_target(flow)} (http:{exchange}): {message}")
+
+    def _say(self, notice: str) -> None:
+        print(f"tapes: {notice}", file=self._notices, flush=True)
 
     def _move_origins(self, response: http.Response) -> None:
         assert self.routes is not None
@@ -179,6 +183,11 @@ class RecorderAddon:
         if self.rewrite is None or flow.request.method != "GET" or "mcp-session-id" in flow.request.headers:
             return None
         return EndpointRewriter(*self.rewrite)
+
+
+def _target(flow: http.HTTPFlow) -> str:
+    """A request as a notice names it: without its query, which may hold a secret."""
+    return f"{flow.request.method} {flow.request.path.split('?', 1)[0]}"
 
 
 # --- off the forward path: the cassette writer thread --------------------------------------------

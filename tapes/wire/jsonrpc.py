@@ -94,6 +94,17 @@ def decode(payload: bytes) -> Decoded:
     return Decoded(message, None if canonical else payload)
 
 
+def not_mcp_answer(request_body: bytes, status: int, content_type: str | None) -> str | None:
+    """What is wrong with a server's answer to a JSON-RPC POST that is neither JSON nor an SSE
+    stream (a gateway's HTML error page, say), as "STATUS MEDIA"; None when it is one of them, has
+    no body (202), or the request was no JSON-RPC (an authorization flow's form). The media type
+    is looked at first: the request body is parsed only for an answer that is not MCP."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media in ("application/json", "text/event-stream") or status in (202, 204) or parse(request_body) is None:
+        return None
+    return f"{status} {media or 'without Content-Type'}"
+
+
 def items(message: Any) -> list[dict[str, Any]]:
     """The messages of a single message or a batch."""
     return message if isinstance(message, list) else [message]

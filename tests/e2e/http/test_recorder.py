@@ -384,6 +384,24 @@ def test_upstream_failures(upstream: str, record: Callable[..., Recorder]) -> No
     assert frames[-1].info["detail"] in said and "Traceback" not in said
 
 
+def test_an_upstream_answering_html_is_forwarded_recorded_and_said(record: Callable[..., Recorder]) -> None:
+    page = b"<html><body>502 from the gateway</body></html>"
+    listener, _ = serve_once_forever(b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                                     % (len(page), page))
+    try:
+        recorder = record(f"http://127.0.0.1:{listener.getsockname()[1]}/mcp")
+        with httpx.Client(timeout=TIMEOUT) as client:
+            answer = client.post(recorder.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        cassette = recorder.stop()
+    finally:
+        listener.close()
+    assert answer.status_code == 502 and answer.content == page  # forwarded as it came
+    [frames] = channels(cassette).values()
+    assert kinds(frames) == [Kind.HTTP_REQUEST, Kind.MESSAGE, Kind.HTTP_RESPONSE, Kind.RAW, Kind.STREAM_END]
+    said = recorder.process.rest_of_stderr()
+    assert "tapes: upstream answered POST /mcp (http:1) with 502 text/html, not MCP" in said, said
+
+
 def test_an_upstream_closing_mid_stream_is_forwarded_recorded_and_said(record: Callable[..., Recorder]) -> None:
     event = b'id: 1\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

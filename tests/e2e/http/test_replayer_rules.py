@@ -152,11 +152,16 @@ def test_a_legacy_session_takes_posts_only_while_its_sse_stream_is_open_and_refu
         assert after.status_code == 404 and "session not found" in after.text
 
 
+def client_sent(cassette: Cassette, method: str) -> bytes:
+    """The body of the first request the recorded client sent with this method."""
+    return next(frame.payload for frame in cassette.frames
+                if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == method)
+
+
 def test_a_recorded_session_id_is_unknown_until_its_opening_request_came() -> None:
     cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
     session = {"Mcp-Session-Id": cassette.header.labels["sessions"], "MCP-Protocol-Version": "2025-11-25"}
-    initialize = next(frame.payload for frame in cassette.frames
-                      if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == "initialize")
+    initialize = client_sent(cassette, "initialize")
     with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
         # a client that read the id from the cassette cannot skip initialize (nor take the session from the one that opens it)
         early = http.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=session)
@@ -168,8 +173,7 @@ def test_a_recorded_session_id_is_unknown_until_its_opening_request_came() -> No
 
 def test_a_batch_is_refused_at_a_version_without_batches_and_does_not_slip_past_the_header_checks() -> None:
     cassette = load(CASSETTES / "feed-http-2026-07-28.tape")
-    call = next(frame.payload for frame in cassette.frames
-                if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == "tools/call")
+    call = client_sent(cassette, "tools/call")
     name = json.loads(call)["params"]["name"]
     with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
         batch = http.post(server.url, content=b"[" + call + b"]", headers={"MCP-Protocol-Version": "2026-07-28"})
@@ -184,8 +188,7 @@ def test_a_batch_is_refused_at_a_version_without_batches_and_does_not_slip_past_
 def test_a_head_request_is_refused_and_leaves_the_session_alone() -> None:
     cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
     session = {"Mcp-Session-Id": cassette.header.labels["sessions"], "MCP-Protocol-Version": "2025-11-25"}
-    initialize = next(frame.payload for frame in cassette.frames
-                      if frame.kind is Kind.MESSAGE and (frame.message or {}).get("method") == "initialize")
+    initialize = client_sent(cassette, "initialize")
     with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
         assert http.post(server.url, content=initialize).status_code == 200
         head = http.head(server.url, headers=session)  # starlette hands HEAD to the GET route

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tapes.wire.jsonrpc import (
+    not_mcp_answer,
     INVALID_REQUEST,
     MAX_DEPTH,
     PARSE_ERROR,
@@ -247,3 +248,12 @@ def test_refused_messages_say_why_and_keep_a_usable_id(message: object, live_id:
 )
 def test_well_formed_messages_pass(message: object) -> None:
     assert refusal(message) is None
+
+
+def test_an_answer_to_a_json_rpc_post_that_is_not_mcp_is_named() -> None:
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    assert not_mcp_answer(ping, 500, "text/html; charset=utf-8") == "500 text/html"
+    assert not_mcp_answer(ping, 200, None) == "200 without Content-Type"
+    for status, media in [(200, "application/json"), (200, "text/event-stream; charset=utf-8"), (202, None), (400, "Application/JSON")]:
+        assert not_mcp_answer(ping, status, media) is None
+    assert not_mcp_answer(b"grant_type=code", 200, "text/html") is None  # an authorization flow's page, not MCP's business
