@@ -610,11 +610,10 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     accepted = update and report.exit_code("any") != 0
     if accepted:
-        from tapes.cassette.store import save
+        from tapes.cassette.store import is_jsonl_file, replacing, save
 
-        scratch = f"{cassette}.tmp"  # written beside, then renamed over: never half a cassette
-        save(live, scratch, jsonl=Path(cassette).read_bytes()[:1] == b"{")
-        os.replace(scratch, cassette)
+        jsonl = is_jsonl_file(cassette)  # in the form it has, whatever its name says
+        replacing(cassette, lambda out: save(live, out, jsonl=jsonl, name=cassette))
         click.echo(f"tapes verify: updated {cassette} to the live session", err=True)
     elif update:
         click.echo(f"tapes verify: {cassette} already matches the live session; left as it is", err=True)
@@ -634,7 +633,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
 
     from tapes.analysis.lint import RULES
     from tapes.analysis.lint import lint as lint_cassette
-    from tapes.cassette.store import load
+    from tapes.cassette.store import is_jsonl_file, load
 
     if baseline and not security:
         raise UserError("--baseline only applies with --security")
@@ -653,7 +652,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
     if output_format in ("github", "sarif"):
         from tapes.analysis.report import github_annotations, sarif
 
-        located = {path: (cassette.frames, findings, Path(path).read_bytes()[:1] == b"{")  # JSON Lines: lines
+        located = {path: (cassette.frames, findings, is_jsonl_file(path))  # JSON Lines: lines
                    for path, (cassette, findings) in results.items()}
         if output_format == "github":
             click.echo("\n".join(github_annotations(located, rules)))

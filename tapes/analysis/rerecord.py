@@ -4,11 +4,11 @@ replay --record-mode all`) shows up in review only when something changed."""
 
 from __future__ import annotations
 
-import os
+import shutil
 from pathlib import Path
 
 from tapes.analysis.diff import diff_cassettes
-from tapes.cassette.store import Cassette, load
+from tapes.cassette.store import Cassette, load, replacing
 from tapes.errors import UserError
 
 
@@ -30,5 +30,8 @@ def settle(recording: Path, cassette: Path) -> bool:
     if unchanged:
         recording.unlink()
         return False
-    os.replace(recording, cassette)
+    # copied, not renamed: through a symlink its target is replaced, and what is no regular file
+    # (/dev/null) is written into, never renamed over
+    replacing(cassette, lambda out: shutil.copyfile(recording, out))
+    recording.unlink()
     return True

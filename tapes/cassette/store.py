@@ -540,13 +540,27 @@ def _unreadable(name: str, error: OSError) -> CassetteError:
 _BOM = codecs.BOM_UTF8  # json.loads reads past it
 
 
+def _starts_as_jsonl(first: bytes) -> bool:
+    """Whether a file starting with `first` is JSON Lines (perhaps from an editor that starts UTF-8 with a BOM)."""
+    return first.startswith((b"{", _BOM + b"{"))
+
+
+def is_jsonl_file(path: str | os.PathLike[str]) -> bool:
+    """Whether the cassette at `path` is in the JSON Lines form, by its content (not its name)."""
+    try:
+        with open(path, "rb") as file:
+            return _starts_as_jsonl(file.read(len(_BOM) + 1))
+    except OSError as error:
+        raise _unreadable(os.fspath(path), error) from None
+
+
 def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
     first = file.read(len(_BOM) + 1)
     if not first:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
     warnings: list[str] = []
-    if first.startswith((b"{", _BOM + b"{")):  # JSON Lines, perhaps from an editor that starts UTF-8 with a BOM
+    if _starts_as_jsonl(first):
         header, frames = _jsonl_stream(file, name, warnings)
     elif first[0] in _MSGPACK_MAP_STARTS:
         header, frames = _msgpack_stream(file, size, name, warnings)

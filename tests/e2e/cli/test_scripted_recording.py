@@ -177,10 +177,11 @@ def test_scripted_recording_over_http_replays_to_the_sdk_client(tmp_path: Path) 
 
 
 def test_verify_update_accepts_the_live_session(tmp_path: Path) -> None:
-    script, cassette = tmp_path / "calc.yaml", tmp_path / "calc.jsonl"
+    script, kept, cassette = tmp_path / "calc.yaml", tmp_path / "calc.jsonl", tmp_path / "linked.tape"
     script.write_text("- method: tools/list\n- method: tools/call\n  params: {name: add, arguments: {a: 2, b: 3}}\n")
-    record_script(script, cassette, "--", *CALCULATOR)
-    subprocess.run([*TAPES, "export", str(cassette), "-o", str(cassette)], check=True, timeout=60)  # as JSON Lines
+    record_script(script, kept, "--", *CALCULATOR)
+    subprocess.run([*TAPES, "export", str(kept), "-o", str(kept)], check=True, timeout=60)  # as JSON Lines
+    cassette.symlink_to(kept)  # the form is the file's, not the link's name; the link stays a link
     release_2 = ["env", "POISONED=1", *CALCULATOR]
 
     def verify(*flags: str) -> subprocess.CompletedProcess[str]:
@@ -191,7 +192,7 @@ def test_verify_update_accepts_the_live_session(tmp_path: Path) -> None:
     assert changed.returncode == 1 and "add" in changed.stdout and "sidenote" in changed.stdout
     updated = verify("--update")
     assert updated.returncode == 0 and f"tapes verify: updated {cassette} to the live session" in updated.stderr
-    assert cassette.read_bytes().startswith(b"{")  # still JSON Lines
+    assert cassette.is_symlink() and cassette.read_bytes().startswith(b"{")  # still JSON Lines
     assert "sidenote" in cassette.read_text(encoding="utf-8")
     again = verify("--update")
     assert again.returncode == 0 and "already matches the live session; left as it is" in again.stderr

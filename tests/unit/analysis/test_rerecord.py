@@ -58,3 +58,14 @@ def test_settle_replaces_a_cassette_that_cannot_be_read_or_is_missing(tmp_path: 
     cassette.unlink()
     save(Cassette(TIMELINE_HEADER, TIMELINE_FRAMES), recording)
     assert settle(recording, cassette) and cassette.exists()
+
+
+def test_settle_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
+    """A cassette kept elsewhere and linked into the tests stays a link to the new recording."""
+    target, cassette, recording = tmp_path / "kept" / "a.tape", tmp_path / "a.tape", tmp_path / "a.recording.tape"
+    target.parent.mkdir()
+    save(Cassette(TIMELINE_HEADER, TIMELINE_FRAMES), target)
+    cassette.symlink_to(target)
+    save(Cassette(TIMELINE_HEADER, _another_answer()), recording)
+    assert settle(recording, cassette)
+    assert cassette.is_symlink() and load(target).frames == _another_answer() and not recording.exists()
