@@ -34,12 +34,11 @@ from tapes.replay.episodes import (
     episode_frames,
     splice,
 )
-from tapes.replay.outcomes import Action, Reception
+from tapes.replay.outcomes import LONGEST_WAIT, Action, Reception
 from tapes.replay.session import ReplaySession, summary
 from tapes.wire.jsonrpc import LineSplitter
 
 STDIN, STDOUT, STDERR = 0, 1, 2
-_LONGEST_WAIT = (2**31 - 1) / 1000  # poll's limit (24 days): a slowed-down gap longer than that is waited as that
 
 
 def _pending(fd: int) -> bool:
@@ -96,7 +95,7 @@ class _Server:
         no one left to wait for (the gaps of a long recording could keep an orphan alive for hours)."""
         if self.client_gone:
             return
-        seconds = min(seconds, _LONGEST_WAIT)
+        seconds = min(seconds, LONGEST_WAIT)  # a gap slowed down past it is waited as that
         if not self.stdout_open:  # the recorded server closed it: its exit keeps the recorded gap
             time.sleep(seconds)
         else:

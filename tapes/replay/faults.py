@@ -29,6 +29,7 @@ from typing import Any
 
 from tapes.cassette.frames import Frame, Kind
 from tapes.errors import UserError
+from tapes.replay.outcomes import LONGEST_WAIT
 from tapes.replay.sessions import split_sessions
 from tapes.wire.eras import SUBJECT_PARAMS
 from tapes.wire.jsonrpc import MessageType, classify, items
@@ -83,6 +84,8 @@ class Fault:
                 seconds = -1.0
             if not 0 <= seconds < math.inf:  # NaN too
                 raise UserError(f"fault {spec!r}: delay takes a number of seconds, e.g. delay:2.5")
+            if seconds > LONGEST_WAIT:
+                raise UserError(f"fault {spec!r}: a delay is at most {LONGEST_WAIT:.0f} seconds (24 days)")
             return cls(**base, seconds=seconds)
         if args:
             raise UserError(f"fault {spec!r}: {action.value} takes no arguments")

@@ -9,6 +9,8 @@ from typing import Any
 from tapes.cassette.frames import Frame
 from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, encode
 
+LONGEST_WAIT = (2**31 - 1) / 1000  # seconds (24 days): the most poll(2) waits; an Action's wait is at most this
+
 NO_MATCH = -32090  # in JSON-RPC's implementation-defined server error range
 SUMMARY_LIMIT = 10
 """Lines per list (unmatched, unused) in the printed summary; the JSON report has them all."""

@@ -51,7 +51,8 @@ def test_a_spec_names_method_subject_count_and_action() -> None:
 
 
 @pytest.mark.parametrize("spec", ["tools/call", "tools/call:explode", "tools/call:error:abc:x", "ping:delay:soon",
-                                  "ping:hang:now", "ping#0:drop", "ping:delay:nan", "ping:delay:inf"])
+                                  "ping:hang:now", "ping#0:drop", "ping:delay:nan", "ping:delay:inf",
+                                  "ping:delay:1e308"])
 def test_a_bad_spec_is_one_sentence(spec: str) -> None:
     with pytest.raises(UserError, match="fault"):
         ReplayControl.build(faults=[spec])
