@@ -9,6 +9,11 @@ from urllib.parse import urlsplit
 HeaderFields = Sequence[tuple[str, str]] | Sequence[list[str]] | Iterable[Sequence[str]]
 
 
+def media_type(content_type: str | None) -> str:
+    """A Content-Type's media type, lowercase, without its parameters ("" for none)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
 def header(fields: HeaderFields | None, name: str) -> str | None:
     """The first value of header `name` (names compare case-insensitively), or None."""
     lowered = name.lower()

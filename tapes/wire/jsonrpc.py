@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from tapes.wire.eras import NAME_PARAMS
+from tapes.wire.http import media_type
 
 PARSE_ERROR = -32700  # JSON-RPC 2.0's error codes for a message that is not JSON, or not a request
 INVALID_REQUEST = -32600
@@ -99,7 +100,7 @@ def not_mcp_answer(request_body: bytes, status: int, content_type: str | None) -
     stream (a gateway's HTML error page, say), as "STATUS MEDIA"; None when it is one of them, has
     no body (202), or the request was no JSON-RPC (an authorization flow's form). The media type
     is looked at first: the request body is parsed only for an answer that is not MCP."""
-    media = (content_type or "").split(";", 1)[0].strip().lower()
+    media = media_type(content_type)
     if media in ("application/json", "text/event-stream") or status in (202, 204) or parse(request_body) is None:
         return None
     return f"{status} {media or 'without Content-Type'}"

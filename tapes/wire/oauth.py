@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tapes.wire.http import media_type
 from tapes.wire.jsonrpc import parse
 
 # Values that are credentials wherever they appear in an OAuth body or redirect (RFC 6749, 7591,
@@ -32,10 +33,6 @@ FRESH_FIELDS = frozenset({
 })
 
 FORM = "application/x-www-form-urlencoded"
-
-
-def media_type(content_type: str | None) -> str:
-    return (content_type or "").split(";", 1)[0].strip().lower()
 
 
 def is_form(content_type: str | None) -> bool:

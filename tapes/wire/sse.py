@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tapes.wire.http import moved_to_origin
+from tapes.wire.http import media_type, moved_to_origin
 
 _BOM = "\ufeff"
 
@@ -168,7 +168,7 @@ def recorded_event(data: str, info: Mapping[str, Any]) -> SSEEvent:
 
 def is_event_stream(content_type: str | None) -> bool:
     """Whether a Content-Type header names an SSE body (parameters and case ignored)."""
-    return bool(content_type) and content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+    return media_type(content_type) == "text/event-stream"
 
 
 class EndpointRewriter:
