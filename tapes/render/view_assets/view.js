@@ -98,14 +98,21 @@
     return channel.name !== "stdio" && channel.g !== null ? channel.g : -1;
   }
 
-  function marksOf(side, i) {
+  // The first index in [0, count) for which `before` is false (count when there is none), where
+  // `before` holds up to some index and not after it: the binary search of every sorted lookup here.
+  function partitionPoint(count, before) {
     let low = 0;
-    let high = side.markRows.length;
+    let high = count;
     while (low < high) {
       const middle = (low + high) >> 1;
-      if (side.markRows[middle] < i) low = middle + 1;
+      if (before(middle)) low = middle + 1;
       else high = middle;
     }
+    return low;
+  }
+
+  function marksOf(side, i) {
+    let low = partitionPoint(side.markRows.length, (m) => side.markRows[m] < i);
     const found = [];
     while (low < side.markRows.length && side.markRows[low] === i) found.push(expand(side.marks[low++]));
     return found;
@@ -124,15 +131,8 @@
     return typeof label === "number" ? `${side.what[label].replace(/^request /, "")} (frame ${side.seq[label]})` : label;
   }
 
-  function chunkOf(side, i) {
-    let low = 0;
-    let high = side.starts.length - 1;
-    while (low < high) {
-      const middle = (low + high + 1) >> 1;
-      if (side.starts[middle] <= i) low = middle;
-      else high = middle - 1;
-    }
-    return low;
+  function chunkOf(side, i) { // the last chunk that starts at or before the row
+    return Math.max(0, partitionPoint(side.starts.length, (c) => side.starts[c] <= i) - 1);
   }
 
   // A frame's JSON, parsed (a string when it was cut for being huge). Chunks' lines are kept for a few chunks.
@@ -341,13 +341,7 @@
   function placeOf(side, i) {
     let place = side.position.get(i);
     if (place === undefined) {
-      let low = 0;
-      let high = side.order.length;
-      while (low < high) {
-        const middle = (low + high) >> 1;
-        if (side.order[middle] < i) low = middle + 1;
-        else high = middle;
-      }
+      const low = partitionPoint(side.order.length, (p) => side.order[p] < i);
       place = side.order[low] === i ? low : -1;
       side.position.set(i, place);
     }
@@ -357,13 +351,7 @@
   function render(side) {
     if (!side.tops) return;
     const { top, offset, height } = view(side);
-    let low = 0;
-    let high = side.order.length;
-    while (low < high) { // the first row that ends below the top
-      const middle = (low + high) >> 1;
-      if (side.tops[middle + 1] <= top) low = middle + 1;
-      else high = middle;
-    }
+    const low = partitionPoint(side.order.length, (p) => side.tops[p + 1] <= top); // the first row that ends below the top
     const first = Math.max(0, low - OVERSCAN);
     let last = low;
     while (last < side.order.length && side.tops[last] < top + height) last++;
@@ -390,13 +378,8 @@
   function openChannels(side, i) {
     const open = [];
     for (const members of side.columns) {
-      let low = 0;
-      let high = members.length;
-      while (low < high) { // the last channel of the column that begins at or before the row
-        const middle = (low + high) >> 1;
-        if (side.channels[members[middle]].first <= i) low = middle + 1;
-        else high = middle;
-      }
+      // after the last channel of the column that begins at or before the row
+      const low = partitionPoint(members.length, (m) => side.channels[members[m]].first <= i);
       if (low && side.channels[members[low - 1]].last >= i) open.push(members[low - 1]);
     }
     return open;
