@@ -303,7 +303,7 @@ def replay_stdio(
         if episode is not None:
             episode.send(line)
             return
-        reception = session.receive(line)
+        reception = session.receive(line, line=True)
         if reception.missed and session.may_hand_over:
             assert new_episodes is not None
             console.print("tapes replay: the cassette has no answer here: handing the session over to the real server",

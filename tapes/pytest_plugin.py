@@ -49,7 +49,7 @@ from recorder.process import TAPES
 from tapes.analysis.rerecord import settle
 from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.redact import RedactionRuleError, RedactionRules
-from tapes.cassette.store import load
+from tapes.cassette.store import Header, load, stream
 from tapes.config import FORMATS, RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
@@ -262,7 +262,7 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
                   tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
     with ExitStack() as stack:
         if asked.get("freeze_time") and not recording:
-            stack.enter_context(_frozen_at_recording(path))
+            stack.enter_context(_or_fail(_frozen_at_recording, path))
         yield handle
     _finish(request, handle)
 
@@ -285,7 +285,13 @@ def _frozen_at_recording(path: Path) -> Any:
     from freezegun import freeze_time
 
     # real_asyncio: the event loop's clock keeps running, so timeouts in the code under test still work
-    return freeze_time(datetime.fromisoformat(load(path).header.created), real_asyncio=True)
+    return freeze_time(datetime.fromisoformat(_header(path).created), real_asyncio=True)
+
+
+def _header(path: Path) -> Header:
+    """The cassette's header alone: read without its frames, which may be millions."""
+    with stream(path) as recording:
+        return recording.header
 
 
 def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
@@ -336,7 +342,7 @@ def _upstream_failed(recording: Path) -> bool:
 def tape_server(tape: Tape) -> list[str]:
     """argv of the stdio server the code under test should launch (replaying or recording)."""
     if not tape.recording:
-        transport = _or_fail(load, tape.path).header.transport
+        transport = _or_fail(_header, tape.path).transport
         if transport != STDIO:
             pytest.fail(f"{tape.path} was recorded over HTTP: use the tape_url fixture to replay it", pytrace=False)
     return tape.server_command()

@@ -32,11 +32,13 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
-from tapes.wire.eras import SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
+from tapes.wire.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
 
+PING = "ping"
+SET_LEVEL = "logging/setLevel"
 NEAREST_CANDIDATES = 16
 """How many unplayed recorded requests of the same method a miss is compared with (the first ones
 in recorded order): naming the nearest must not cost a search of the whole recording."""
@@ -265,9 +267,11 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes, incoming: Incoming | None = None) -> Reception:
+    def receive(self, payload: bytes, incoming: Incoming | None = None, *, line: bool = False) -> Reception:
         """One message (or batch) from the live client, as wire bytes; `incoming` is what
-        `jsonrpc.read_client` makes of them, when the adapter has already read them.
+        `jsonrpc.read_client` makes of them, when the adapter has already read them. `line`: it
+        came as a line of newline-delimited JSON (stdio), where a blank line is no message: it is
+        skipped, as SDK servers skip it, unless the recorded client sent one there too.
 
         This is where live input is checked, once: whatever is not well-formed JSON-RPC (not
         JSON, too deep, an id that is an array, params that are a string, ...) gets its JSON-RPC
@@ -279,6 +283,8 @@ class ReplayEngine:
             key = recorded.popleft()  # bytes that are not JSON-RPC, sent by the recorded client too
             self._consume(key)
             return Reception(self._release(), channel=self._item_frames[key].channel)
+        if line and incoming.message is None and not payload.strip():
+            return Reception([])
         misses = len(self._report.unmatched)
         replies = [self._refused(payload, refusal) for refusal in incoming.refusals]
         channel = None
@@ -444,12 +450,15 @@ class ReplayEngine:
         polled = self._polls is Polls.LATEST and is_poll(request["method"])
         if polled and self._clock is not None:
             self.index_all()  # the newest poll the recorded clock has reached may be anywhere
-        interaction = self._until(lambda: self._take_poll(key, request) if polled else self._take(key, request))
+        interaction = self._until(lambda: self._take_poll(key, request) if polled else (
+            self._take(key, request) or self._take_handshake(request)))
         if interaction is None:
             previous = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
             if previous is not None:
                 self._resent += self._repeat(previous, request)
                 return previous.client_items[0], []
+            if (reply := self._by_protocol(request)) is not None:
+                return None, [reply]
             reason = self._nearest(request, size)
             self._miss(f"{request['method']} id {request['id']!r}", reason)
             return None, [Reply.error(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
@@ -519,6 +528,53 @@ class ReplayEngine:
                 unplayed.remove(interaction)
                 return interaction
         return None
+
+    def _by_protocol(self, request: dict[str, Any]) -> Reply | None:
+        """The answer the recorded server gives any client, for a request the recording has none
+        left of, where the protocol leaves it one answer: an empty result to a ping, and to a
+        logging/setLevel when it declared logging (clients such as the Inspector set a level on
+        connecting; the log messages stay as recorded); to the server/discover probe of a
+        2026-07-28 client, a server of an initialize era answers Method not found, which is what
+        tells that client to fall back to initialize. (The whole recording is indexed by now.)"""
+        method, request_id = request["method"], request["id"]
+        if method == PING or (method == SET_LEVEL and self._recorded_server_declares("logging")):
+            self._report.adapted.append(f"{method} id {request_id!r}: answered with an empty result "
+                                        f"(the recording has no unplayed {method})")
+            return Reply.result(request_id, {})
+        if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._interactions):
+            self._report.adapted.append(f"server/discover id {request_id!r}: answered Method not found, as the recorded "
+                                        "server (of an initialize era) would")
+            return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
+        return None
+
+    def _recorded_server_declares(self, capability: str) -> bool:
+        """Whether the recorded server declared `capability` (in its initialize or server/discover result)."""
+        for interaction in self._interactions:
+            if interaction.request["method"] not in (HANDSHAKE_METHOD, DISCOVER_METHOD):
+                continue
+            for server_item in interaction.server_items:
+                for item in items(server_item.frame.message) if server_item.frame.message is not None else ():
+                    result = item.get("result")
+                    if item.get("id") == interaction.recorded_id and type(result) is dict:
+                        capabilities = result.get("capabilities")
+                        return type(capabilities) is dict and capability in capabilities
+        return False
+
+    def _take_handshake(self, request: dict[str, Any]) -> Interaction | None:
+        """A live initialize that equals no unplayed recorded one plays the first unplayed one, as a
+        real server answers any client's handshake: with the version and capabilities it chose
+        then (the live client decides whether it goes on at that version). Noted in the report."""
+        if request["method"] != HANDSHAKE_METHOD or not self._matcher.negotiates_handshake:
+            return None
+        recorded = next(iter(self._unplayed_by_method.get(HANDSHAKE_METHOD, ())), None)
+        if recorded is None or (self._repeats is Repeats.STRICT and recorded is not self._next_unplayed()):
+            return None
+        self._requests[self._key(recorded.request)].remove(recorded)
+        found = self._matcher.differences(recorded.request, request)
+        shown = "; ".join(d.describe() for d in found[:3]) + ("; …" if len(found) > 3 else "")
+        self._report.adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
+                                    f"which differed at {shown}")
+        return recorded
 
     def _next_unplayed(self) -> Interaction | None:
         while True:

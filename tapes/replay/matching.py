@@ -126,6 +126,10 @@ class Matcher:
 
     name = "default"
     empty_params_are_none = True  # clients differ in sending `"params": {}` or no params for the same request
+    # An initialize no recorded one equals plays the first unplayed one anyway (the engine's
+    # `_take_handshake`): what differs is the client's version and capabilities, which a real
+    # server answers whatever they are. Not where every param must match, or a predicate decides.
+    negotiates_handshake = True
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
         paths = {method: list(pointers) for method, pointers in VOLATILE_PATHS.items()}
@@ -171,6 +175,7 @@ class ExactMatcher(Matcher):
 
     name = "exact"
     empty_params_are_none = False
+    negotiates_handshake = False
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
         super().__init__(ignore)
@@ -199,6 +204,8 @@ class ParamsSubsetMatcher(MethodMatcher):
 
 class CallableMatcher(MethodMatcher):
     """Same method, and a user's predicate `accepts(recorded_request, live_request) -> bool`."""
+
+    negotiates_handshake = False
 
     def __init__(self, name: str, predicate: Callable[[dict[str, Any], dict[str, Any]], bool], ignore: Iterable[str] = ()) -> None:
         super().__init__(ignore)

@@ -29,14 +29,19 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A JSON-RPC error the engine made up for a live message the recording has no answer for. It
-    answers that message itself, on whatever carried it; it belongs to no recorded channel."""
+    """A JSON-RPC answer the engine made up for a live message the recording has no answer for
+    (an error, or the empty result of an unrecorded ping). It answers that message itself, on
+    whatever carried it; it belongs to no recorded channel."""
 
     message: dict[str, Any]
 
     @classmethod
     def error(cls, request_id: Any, code: int, text: str) -> Reply:
         return cls({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}})
+
+    @classmethod
+    def result(cls, request_id: Any, result: dict[str, Any]) -> Reply:
+        return cls({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     @property
     def payload(self) -> bytes:
@@ -45,7 +50,8 @@ class Reply:
     @property
     def malformed(self) -> bool:
         """The live message was not JSON-RPC at all (an HTTP adapter answers it with 400)."""
-        return self.message["error"]["code"] in (PARSE_ERROR, INVALID_REQUEST)
+        error = self.message.get("error")
+        return error is not None and error["code"] in (PARSE_ERROR, INVALID_REQUEST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +89,9 @@ class Report:
     recorded: int = 0  # frames a new episode added to the cassette (record mode new_episodes)
     replaced: list[str] = field(default_factory=list)  # recorded requests the new episode superseded
     unfired_faults: list[str] = field(default_factory=list)  # --fault specs whose request never came
+    # what the protocol answered, not the cassette: a handshake from a client unlike the recorded
+    # one, pings the recording has none left of (no misses: a real server answers them too)
+    adapted: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -98,6 +107,7 @@ class Report:
             "recorded": self.recorded,
             "replaced": self.replaced,
             "unfired_faults": self.unfired_faults,
+            "adapted": self.adapted,
         }
 
     def lines(self, limit: int = SUMMARY_LIMIT) -> list[str]:
@@ -116,6 +126,7 @@ class Report:
             + _capped([f"unmatched {miss.summary}: {miss.reason}" for miss in self.unmatched[: limit + 1]], len(self.unmatched), limit, "unmatched")
             + _capped([f"unused {request}" for request in self.unused[: limit + 1]], len(self.unused), limit, "unused")
             + [f"fault never fired: {spec}" for spec in self.unfired_faults]
+            + _capped([f"adapted {what}" for what in self.adapted[: limit + 1]], len(self.adapted), limit, "adapted")
         )
 
     def merge(self, other: Report) -> None:
@@ -127,6 +138,7 @@ class Report:
         self.unused += other.unused
         self.replaced += other.replaced
         self.unfired_faults += other.unfired_faults
+        self.adapted += other.adapted
 
 
 def _capped(lines: list[str], total: int, limit: int, what: str) -> list[str]:

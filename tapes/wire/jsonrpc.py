@@ -19,6 +19,7 @@ from tapes.wire.http import media_type
 
 PARSE_ERROR = -32700  # JSON-RPC 2.0's error codes for a message that is not JSON, or not a request
 INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
 MAX_DEPTH = 128
 """Deepest nesting of arrays and objects taken from a live client (matching walks messages recursively)."""
 

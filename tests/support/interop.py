@@ -137,10 +137,12 @@ class LiveServers:
 # --- clients -----------------------------------------------------------------------------------
 
 
-def run_client(client: str, scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
-    """What `client` got running `scenario` over `transport` against `target` (argv or URL)."""
+def run_client(client: str, scenario: str, transport: str, target: list[str] | str, *, probe: bool = False) -> dict[str, Any]:
+    """What `client` got running `scenario` over `transport` against `target` (argv or URL).
+    `probe`: the Python SDK connects as it does by default, probing with server/discover first
+    (else it speaks the initialize handshake, as the other clients do)."""
     if client == "python":
-        return anyio.run(_python, scenario, transport, target)
+        return anyio.run(_python, scenario, transport, target, "auto" if probe else "legacy")
     if client == "ts":
         return _ts(scenario, transport, target)
     if client == "inspector":
@@ -149,7 +151,7 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
     return RawClient(target).run(SCENARIOS[scenario])
 
 
-async def _python(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
+async def _python(scenario: str, transport: str, target: list[str] | str, mode: str) -> dict[str, Any]:
     if transport == STDIO:
         assert isinstance(target, list)
         server: Any = StdioServerParameters(command=target[0], args=target[1:])
@@ -159,7 +161,7 @@ async def _python(scenario: str, transport: str, target: list[str] | str) -> dic
         server = target
     out: dict[str, Any] = {"steps": []}
     with anyio.fail_after(TIMEOUT * 2):
-        async with Client(server, mode="legacy", read_timeout_seconds=TIMEOUT, cache=None) as client:
+        async with Client(server, mode=mode, read_timeout_seconds=TIMEOUT, cache=None) as client:  # type: ignore[arg-type]
             info = client.server_info
             out["session"] = {"server": info.model_dump(mode="json", exclude_none=True) if info else None}
             for step in SCENARIOS[scenario]:
@@ -401,16 +403,19 @@ class Replayed:
     summary: str  # HTTP: the replayer's stderr; stdio: the last --report
 
 
-def replay(client: str, scenario: str, transport: str, cassette: Path, *options: str) -> Replayed:
-    """Replay `cassette` to `client` running `scenario` over `transport`."""
+def replay(client: str, scenario: str, transport: str, cassette: Path, *options: str, probe: bool = False,
+           report: Path | None = None) -> Replayed:
+    """Replay `cassette` to `client` running `scenario` over `transport` (`probe`: see `run_client`).
+    On stdio the summary is the JSON report, written to `report` (by default beside the cassette)."""
     if transport == STDIO:
-        report = cassette.with_suffix(f".{client}.report.json")
-        result = run_client(client, scenario, STDIO, [*TAPES, "replay", str(cassette), "--report", str(report), *options])
+        report = report or cassette.with_suffix(f".{client}.report.json")
+        result = run_client(client, scenario, STDIO, [*TAPES, "replay", str(cassette), "--report", str(report), *options],
+                            probe=probe)
         return Replayed(result, None, report.read_text())
     replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0", *options])
     try:
         url = replayer.wait_for(r"tapes: replaying at (http://\S+)")[1]
-        result = run_client(client, scenario, transport, url)
+        result = run_client(client, scenario, transport, url, probe=probe)
     finally:
         code = replayer.stop(signal.SIGINT)
     return Replayed(result, code, replayer.rest_of_stderr())

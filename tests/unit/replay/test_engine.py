@@ -37,11 +37,11 @@ def test_concurrent_requests_answered_in_live_order_not_recorded_order() -> None
 
 
 def test_identical_requests_are_consumed_in_recorded_order() -> None:
-    engine = ReplayEngine(recording(("c", req(1, "ping")), ("s", res(1, "first")),
-                                    ("c", req(2, "ping")), ("s", res(2, "second"))))
-    assert send(engine, req(7, "ping")) == [res(7, "first")]
-    assert send(engine, req(8, "ping")) == [res(8, "second")]
-    assert send(engine, req(9, "ping"))[0]["error"]["code"] == NO_MATCH
+    engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, "first")),
+                                    ("c", req(2, "tools/list")), ("s", res(2, "second"))))
+    assert send(engine, req(7, "tools/list")) == [res(7, "first")]
+    assert send(engine, req(8, "tools/list")) == [res(8, "second")]
+    assert send(engine, req(9, "tools/list"))[0]["error"]["code"] == NO_MATCH
 
 
 def test_progress_tokens_are_restamped_and_dropped_when_the_client_asks_for_none() -> None:

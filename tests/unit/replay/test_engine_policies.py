@@ -92,11 +92,13 @@ def test_repeats_in_order_is_a_miss_and_allow_answers_again() -> None:
 
 
 def test_strict_order_refuses_a_request_out_of_order() -> None:
-    engine = ReplayEngine(PINGS, repeats=Repeats.STRICT)
-    [error] = send(engine, req(1, "ping"))
+    engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": ["a"]})),
+                                    ("c", req(2, "prompts/list")), ("s", res(2, {"prompts": []}))), repeats=Repeats.STRICT)
+    [error] = send(engine, req(1, "prompts/list"))
     assert "recorded order" in error["error"]["message"] and "tools/list #1" in error["error"]["message"]
     assert send(engine, req(2, "tools/list")) == [res(2, {"tools": ["a"]})]
-    assert send(engine, req(3, "ping")) == [res(3, {})]
+    assert send(engine, req(3, "prompts/list")) == [res(3, {"prompts": []})]
+    assert send(engine, req(4, "ping")) == [res(4, {})]  # liveness, answered in any order
 
 
 WEATHER = recording(("c", req(1, "tools/call", {"name": "w", "arguments": {"city": "Paris"}, "_meta": {"x": 1}})),

@@ -1,0 +1,66 @@
+"""A cassette serves clients other than the one that recorded it. The committed cassettes were
+recorded by one SDK at one protocol version; today's clients ask for another version, declare other
+capabilities, and the Python SDK first probes with server/discover (2026-07-28). A replay answers
+them as the recorded server would have: its handshake with the version it chose, Method not found
+to the probe. Each client must get the recorded tools, with nothing unmatched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tapes.cassette.frames import Kind
+from tapes.cassette.store import load
+from tapes.wire.jsonrpc import items
+
+from tests.support.interop import HTTP, SSE, STDIO, replay, stable
+from tests.support.paths import CASSETTES
+
+CLIENTS = ("python", "ts", "inspector")
+CASSETTES_BY_TRANSPORT = {
+    STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
+            "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
+    HTTP: ("everything-http-2025-11-25",),
+    SSE: ("everything-sse-2024-11-05",),
+}
+CELLS = [(transport, name, client) for transport, names in CASSETTES_BY_TRANSPORT.items()
+         for name in names for client in CLIENTS]
+
+
+def recorded_tools(path: Path) -> Any:
+    """The result of the first tools/list the recorded client made."""
+    frames = load(path).frames
+    asked = next(item["id"] for f in frames if f.from_client and f.kind is Kind.MESSAGE
+                 for item in items(f.message) if item.get("method") == "tools/list")
+    return next(item["result"]["tools"] for f in frames if not f.from_client and f.message is not None
+                for item in items(f.message) if item.get("id") == asked and "result" in item)
+
+
+@pytest.mark.parametrize(("transport", "name", "client"), CELLS)
+def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str, name: str, client: str, tmp_path: Path) -> None:
+    cassette = CASSETTES / f"{name}.tape"
+    # the Inspector runs each step in a session of its own: over HTTP the second finds the recorded session used
+    options = ["--repeats", "allow"] if client == "inspector" and transport != STDIO else []
+    replayed = replay(client, "tools", transport, cassette, *options, probe=True, report=tmp_path / "report.json")
+
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    if transport == STDIO:
+        report = json.loads(replayed.summary)
+        assert report["unmatched"] == [], report
+        adapted = report["adapted"]
+    else:
+        assert replayed.exit_code == 0, replayed.summary
+        adapted = [line.split("adapted ", 1)[1] for line in replayed.summary.splitlines() if "adapted " in line]
+    # the Python SDK probes first; a cassette of an initialize era answers it as its server did
+    probed = [line for line in adapted if line.startswith("server/discover")]
+    assert bool(probed) == (client == "python" and not _recorded_a_probe(cassette)), adapted
+
+
+def _recorded_a_probe(path: Path) -> bool:
+    """Whether the recorded client probed with server/discover too (the replay then plays its answer)."""
+    return any(f.from_client and f.kind is Kind.MESSAGE and item.get("method") == "server/discover"
+               for f in load(path).frames for item in items(f.message))

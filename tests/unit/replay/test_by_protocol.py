@@ -1,0 +1,128 @@
+"""What a replay answers by the protocol rather than from the cassette, for a client unlike the
+recorded one: its handshake (another version, other capabilities), pings, the server/discover probe
+of a 2026-07-28 client to a server of an initialize era, and blank lines on stdio."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tapes.replay.engine import Repeats, ReplayEngine
+from tapes.replay.matching import CallableMatcher, Matcher, matcher_named
+from tapes.replay.outcomes import NO_MATCH
+from tapes.wire.jsonrpc import METHOD_NOT_FOUND
+
+from tests.support.messages import note, req, res
+from tests.support.recordings import recording, send
+
+
+def initialize(id_: int, version: str, capabilities: dict, client: str = "recorder") -> dict:
+    return req(id_, "initialize", {"protocolVersion": version, "capabilities": capabilities,
+                                   "clientInfo": {"name": client, "version": "1"}})
+
+
+RECORDED_RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}
+SESSION = recording(
+    ("c", initialize(1, "2025-06-18", {"roots": {"listChanged": True}, "sampling": {}})),
+    ("s", res(1, RECORDED_RESULT)),
+    ("c", note("notifications/initialized")),
+    ("c", req(2, "tools/list")),
+    ("s", res(2, {"tools": []})),
+)
+
+
+def test_a_handshake_from_another_client_gets_the_recorded_answer_and_a_note() -> None:
+    engine = ReplayEngine(SESSION)
+    live = initialize(0, "2025-11-25", {}, client="someone else")
+    assert send(engine, live) == [res(0, RECORDED_RESULT)]  # the version the recorded server chose
+    assert send(engine, note("notifications/initialized")) == []
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": []})]
+    report = engine.report
+    assert report.clean and report.unused == []
+    [adapted] = report.adapted
+    assert adapted.startswith("initialize id 0: answered as the recorded initialize #1 (frame 1), which differed at ")
+    assert '/params/protocolVersion: "2025-06-18" → "2025-11-25"' in adapted and "/params/capabilities/sampling" in adapted
+    assert any(line.startswith("adapted initialize id 0") for line in report.lines())
+    assert report.as_json()["adapted"] == [adapted]
+
+
+def test_an_equal_handshake_is_preferred_and_is_no_adaptation() -> None:
+    two = recording(("c", initialize(1, "2025-03-26", {})), ("s", res(1, {"first": True})),
+                    ("c", initialize(2, "2025-06-18", {"sampling": {}})), ("s", res(2, {"second": True})))
+    engine = ReplayEngine(two)
+    assert send(engine, initialize(5, "2025-06-18", {"sampling": {}})) == [res(5, {"second": True})]
+    assert engine.report.adapted == []
+    assert send(engine, initialize(6, "2024-11-05", {})) == [res(6, {"first": True})]  # then the one left
+    assert len(engine.report.adapted) == 1
+
+
+def _same_version(recorded: dict, live: dict) -> bool:
+    return recorded["params"]["protocolVersion"] == live["params"]["protocolVersion"]
+
+
+@pytest.mark.parametrize("matcher", [matcher_named("exact"), CallableMatcher("same-version", _same_version)])
+def test_matchers_that_compare_every_param_or_ask_a_predicate_do_not_adapt(matcher: Matcher) -> None:
+    engine = ReplayEngine(SESSION, matcher)
+    [error] = send(engine, initialize(0, "2025-11-25", {}))
+    assert error["error"]["code"] == NO_MATCH and "protocolVersion" in error["error"]["message"]
+    assert engine.report.adapted == []
+
+
+def test_strict_order_adapts_only_the_handshake_that_comes_next() -> None:
+    engine = ReplayEngine(SESSION, repeats=Repeats.STRICT)
+    assert send(engine, initialize(0, "2025-11-25", {})) == [res(0, RECORDED_RESULT)]
+    [error] = send(engine, initialize(1, "2025-11-25", {}))
+    assert error["error"]["code"] == NO_MATCH
+
+
+def test_pings_the_recording_has_none_left_of_get_an_empty_result() -> None:
+    engine = ReplayEngine(recording(("c", req(1, "ping")), ("s", res(1, {"recorded": True}))))
+    assert send(engine, req(7, "ping")) == [res(7, {"recorded": True})]  # the recorded one first
+    assert send(engine, req("p", "ping")) == [res("p", {})]
+    assert engine.report.clean
+    assert engine.report.adapted == ["ping id 'p': answered with an empty result (the recording has no unplayed ping)"]
+
+
+def test_a_log_level_gets_an_empty_result_only_from_a_server_that_declared_logging() -> None:
+    with_logging = recording(("c", initialize(1, "2025-06-18", {})),
+                             ("s", res(1, {**RECORDED_RESULT, "capabilities": {"logging": {}}})))
+    engine = ReplayEngine(with_logging)
+    send(engine, initialize(1, "2025-06-18", {}))
+    assert send(engine, req(2, "logging/setLevel", {"level": "debug"})) == [res(2, {})]
+    assert engine.report.clean and engine.report.adapted[-1].startswith("logging/setLevel id 2: answered with an empty result")
+    without = ReplayEngine(SESSION)  # its server declared tools only
+    [error] = send(without, req(2, "logging/setLevel", {"level": "debug"}))
+    assert error["error"]["code"] == NO_MATCH and not without.report.clean
+
+
+def test_the_discover_probe_gets_method_not_found_from_a_server_of_an_initialize_era() -> None:
+    engine = ReplayEngine(SESSION)
+    probe = req(0, "server/discover", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    assert send(engine, probe) == [{"jsonrpc": "2.0", "id": 0, "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}}]
+    assert send(engine, initialize(1, "2025-06-18", {"roots": {"listChanged": True}, "sampling": {}})) == [res(1, RECORDED_RESULT)]
+    assert engine.report.clean
+    assert engine.report.adapted == ["server/discover id 0: answered Method not found, as the recorded server (of an initialize era) would"]
+
+
+def test_the_discover_probe_is_a_miss_where_the_recording_has_no_initialize() -> None:
+    engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": []}))))
+    [error] = send(engine, req(0, "server/discover"))
+    assert error["error"]["code"] == NO_MATCH and not engine.report.clean
+
+
+@pytest.mark.parametrize("blank", [b"", b"  ", b"\r", b"\t \r"])
+def test_a_blank_line_is_no_message_on_stdio(blank: bytes) -> None:
+    engine = ReplayEngine(SESSION)
+    reception = engine.receive(blank, line=True)
+    assert reception.replies == [] and reception.actions == [] and engine.report.clean
+    # not a line (an HTTP body, say): it is not JSON, and is told so
+    [reply] = engine.receive(blank).replies
+    assert reply.malformed and not engine.report.clean
+
+
+def test_a_blank_line_the_recorded_client_sent_too_still_releases_what_followed_it() -> None:
+    engine = ReplayEngine(recording(("c", b""), ("s", note("notifications/message", {"level": "info", "data": "hi"}))))
+    assert [json.loads(action.payload) for action in engine.receive(b"", line=True).actions] == [
+        note("notifications/message", {"level": "info", "data": "hi"})]
+    assert engine.report.clean
