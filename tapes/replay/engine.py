@@ -570,8 +570,7 @@ class ReplayEngine:
         if recorded is None or (self._repeats is Repeats.STRICT and recorded is not self._next_unplayed()):
             return None
         self._requests[self._key(recorded.request)].remove(recorded)
-        found = self._matcher.differences(recorded.request, request)
-        shown = "; ".join(d.describe() for d in found[:3]) + ("; …" if len(found) > 3 else "")
+        shown = _first_differences(self._matcher.differences(recorded.request, request))
         self._report.adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
                                     f"which differed at {shown}")
         return recorded
@@ -610,7 +609,7 @@ class ReplayEngine:
         method = request["method"]
         if self._repeats is Repeats.STRICT and (expected := self._next_unplayed()) is not None:
             found = self._differences(expected, request, size)
-            shown = "; ".join(d.describe() for d in found[:3])
+            shown = _first_differences(found)
             return f"requests must come in recorded order: the next recorded is {expected.describe()}, differing at {shown}"
         # the first unplayed requests of the same method; of any method when there is none
         candidates = list(islice(self._unplayed_by_method.get(method) or self._unplayed_by_method[None], NEAREST_CANDIDATES))
@@ -619,7 +618,7 @@ class ReplayEngine:
         scored = [(interaction.request["method"] != method, len(found), interaction.frame_seq, interaction, found)
                   for interaction in candidates for found in [self._differences(interaction, request, size)]]
         *_, nearest, found = min(scored, key=lambda entry: entry[:3])
-        shown = "; ".join(d.describe() for d in found[:3]) + ("; …" if len(found) > 3 else "")
+        shown = _first_differences(found)
         return f"no recorded request matches {method}; nearest recorded is {nearest.describe()}, differing at {shown}"
 
     def _played_out(self, interaction: Interaction) -> None:
@@ -731,3 +730,7 @@ def _restamp_item(item: dict[str, Any], owner: Interaction | None) -> dict[str, 
             return item
         return {**item, "params": {**params, "progressToken": owner.live_token}}
     return item
+
+
+def _first_differences(found: list[Difference], shown: int = 3) -> str:
+    return "; ".join(d.describe() for d in found[:shown]) + ("; …" if len(found) > shown else "")

@@ -38,7 +38,8 @@ def test_a_legacy_client_gets_its_miss_on_the_sse_stream_not_a_hang() -> None:
     from mcp.client.sse import sse_client
 
     async def ask_unrecorded(url: str) -> str:
-        """A client offering the SDK's newest version: the recorded 2024-11-05 initialize does not match."""
+        """A client offering the SDK's newest version (the recorded 2024-11-05 initialize answers it
+        anyway), then calling a tool with arguments the recording does not have."""
         said = "answered"
         with anyio.fail_after(15):  # a reply left in the POST body would leave the client waiting
             try:
@@ -50,8 +51,8 @@ def test_a_legacy_client_gets_its_miss_on_the_sse_stream_not_a_hang() -> None:
 
     with replay_server(CASSETTES / "everything-sse-2024-11-05.tape") as server:
         message = anyio.run(ask_unrecorded, server.url)
-    assert message.startswith("mcp-tapes: no recorded request matches initialize")
-    assert "/params/protocolVersion" in message
+    assert message.startswith("mcp-tapes: no recorded request matches tools/call")
+    assert '/params/arguments/message: "hello" → "never recorded"' in message
 
 
 def _first(error: BaseException) -> BaseException:
