@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tapes.wire.jsonrpc import encode
+from tapes.wire.jsonrpc import wire_form
 
 
 class Direction(StrEnum):
@@ -82,7 +82,7 @@ class Frame:
         if self.data is not None:
             return self.data
         if self.message is not None:  # a MESSAGE frame, or an SSE event carrying one
-            return encode(self.message)
+            return wire_form(self.message)
         return b""
 
     @property

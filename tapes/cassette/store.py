@@ -62,6 +62,11 @@ class CassetteError(UserError):
     """A cassette that cannot be read or written; the message is one sentence for the user."""
 
 
+class Unpackable(ValueError):
+    """What a CassetteWriter cannot write as msgpack (a lone surrogate or an integer wider than
+    64 bits outside a message, where no bytes can stand for it): which part, and why."""
+
+
 def recording_stopped(path: str, reason: str) -> str:
     """What a recorder says when its cassette cannot be written any more (it goes on forwarding)."""
     return f"{path}: cannot be written ({reason}); the session goes on unrecorded and tapes record will exit non-zero"
@@ -317,8 +322,8 @@ class CassetteWriter:
         self._channels: dict[str, int] = {}
         self._encoded = _json_frame if jsonl else self._packed
         try:
-            self._put(_json_line(header.record(JSONL_VERSION)) if jsonl else self._pack(header.record()))
-        except OSError:
+            self._put(_json_line(header.record(JSONL_VERSION)) if jsonl else self._packed_header(header))
+        except (OSError, Unpackable):
             self.close()
             raise
 
@@ -331,13 +336,22 @@ class CassetteWriter:
             view = view[self._file.write(view) :]
         self._file.flush()
 
+    def _packed_header(self, header: Header) -> bytes:
+        try:
+            return self._pack(header.record())
+        except ValueError as error:  # a lone surrogate (a JSON Lines header can hold one)
+            raise Unpackable(f"its header cannot be written as msgpack ({error})") from None
+
     def _packed(self, frame: Frame) -> bytes:
         channels = self._channels
         try:
             packed = self._pack(frame_array(frame, channels))
         except (OverflowError, ValueError, TypeError):
-            # e.g. an integer wider than 64 bits: keep the exact bytes as a raw frame instead
-            packed = self._pack(frame_array(_as_raw(frame), channels))
+            # e.g. an integer wider than 64 bits, a lone surrogate: keep the exact bytes instead
+            try:
+                packed = self._pack(frame_array(_as_bytes(frame), channels))
+            except (OverflowError, ValueError, TypeError) as error:  # not in the message: in its info, say
+                raise Unpackable(f"frame {frame.seq} cannot be written as msgpack ({error})") from None
         if frame.channel not in channels:
             channels[frame.channel] = len(channels)
         return packed
@@ -357,8 +371,11 @@ def _json_frame(frame: Frame) -> bytes:
     return _json_line(_jsonable(frame_record(frame)))
 
 
-def _as_raw(frame: Frame) -> Frame:
-    return Frame(frame.seq, frame.t, frame.direction, frame.channel, Kind.RAW, None, frame.payload, frame.info)
+def _as_bytes(frame: Frame) -> Frame:
+    """The frame with its message replaced by the bytes it stands for: a MESSAGE frame becomes RAW,
+    an SSE event stays one (with those bytes as its data)."""
+    kind = Kind.SSE_EVENT if frame.kind is Kind.SSE_EVENT else Kind.RAW
+    return Frame(frame.seq, frame.t, frame.direction, frame.channel, kind, None, frame.payload, frame.info)
 
 
 def _open_for_writing(path: str | os.PathLike[str], mode: str, name: str | None = None, **options: Any) -> Any:
@@ -379,7 +396,10 @@ def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output
     """Write `cassette` to an open binary file (stdout, say); `name` stands for it in errors."""
     try:
         if not jsonl:
-            CassetteWriter(out, cassette.header).write(cassette.frames)
+            try:
+                CassetteWriter(out, cassette.header).write(cassette.frames)
+            except Unpackable as error:
+                raise CassetteError(f"{name}: {error}") from None
             return
         lines = [_json_line(cassette.header.record(JSONL_VERSION))]
         for frame in cassette.frames:

@@ -7,6 +7,7 @@ reported as such and kept by the caller verbatim.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable
@@ -64,6 +65,33 @@ _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # buil
 def encode(message: Any) -> bytes:
     """The canonical encoding: compact separators, UTF-8, key order kept (as every MCP SDK sends)."""
     return _CANONICAL.encode(message).encode()
+
+
+_ESCAPING = json.JSONEncoder(separators=(",", ":"))  # ASCII: a lone surrogate as a \u escape
+
+
+def wire_form(message: Any) -> bytes:
+    """The bytes a recorded message stands for: its canonical encoding, or when it has none (a
+    lone surrogate, which a JSON Lines cassette keeps as the wire had it, as a \\u escape; msgpack's
+    bytes, which JSON has no form for) its `plain` JSON in ASCII."""
+    try:
+        return encode(message)
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        return _ESCAPING.encode(plain(message)).encode()
+
+
+def plain(value: Any) -> Any:
+    """A loaded JSON value as plain JSON: msgpack's bytes (as a value or a map key) become text
+    naming their size and base64 content; everything else is kept."""
+    if type(value) is dict:
+        return {key if type(key) is str else _bytes_text(key): plain(member) for key, member in value.items()}
+    if type(value) is list:
+        return [plain(member) for member in value]
+    return _bytes_text(value) if type(value) is bytes else value
+
+
+def _bytes_text(data: Any) -> str:
+    return f"<{len(data)} bytes: {base64.b64encode(data).decode('ascii')}>" if type(data) is bytes else str(data)
 
 
 @dataclass(frozen=True, slots=True)

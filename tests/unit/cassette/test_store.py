@@ -17,6 +17,7 @@ from tapes.cassette.store import (
     Cassette,
     CassetteError,
     CassetteWriter,
+    dump,
     frame_from_record,
     frame_record,
     load,
@@ -83,6 +84,30 @@ def test_integer_too_wide_for_msgpack_is_kept_as_raw_bytes(tmp_path: Path) -> No
     frame = Frame(1, 0.0, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": 1, "result": {"n": 10**29}}, payload)
     write_cassette(tmp_path / "a.tape", [frame])
     assert load(tmp_path / "a.tape").frames == [Frame(1, 0.0, S2C, STDIO, Kind.RAW, data=payload)]
+
+
+def test_an_sse_event_whose_message_msgpack_cannot_hold_stays_an_sse_event(tmp_path: Path) -> None:
+    # A JSON Lines cassette holds a lone surrogate as the wire had it (a \\u escape), msgpack cannot:
+    # the event keeps its kind, its id and its place on the stream, with the bytes as its data.
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"text": "\ud800"}}
+    event = Frame(1, 0.0, S2C, "http:1", Kind.SSE_EVENT, message, info={"id": "e1", "event": None, "retry": None})
+    twin = tmp_path / "a.jsonl"
+    save(Cassette(dataclasses.replace(EVERY_KIND_HEADER, transport="http"), [event]), twin)
+    assert load(twin).frames == [event]
+    save(load(twin), tmp_path / "a.tape")
+    assert load(tmp_path / "a.tape").frames == [
+        dataclasses.replace(event, message=None, data=b'{"jsonrpc":"2.0","id":1,"result":{"text":"\\ud800"}}')]
+
+
+@pytest.mark.parametrize("cassette", [
+    Cassette(dataclasses.replace(EVERY_KIND_HEADER, labels={"note": "\udfff"}), []),
+    Cassette(EVERY_KIND_HEADER, [Frame(1, 0.0, S2C, STDIO, Kind.EXIT, info={"code": None, "signal": None, "n": 2**70})]),
+    Cassette(EVERY_KIND_HEADER, [Frame(2**64, 0.0, S2C, STDIO, Kind.STDERR, data=b"x")]),
+], ids=["surrogate in a label", "wide integer in an info", "wide seq"])
+def test_what_msgpack_cannot_hold_outside_a_message_is_one_sentence(cassette: Cassette) -> None:
+    with pytest.raises(CassetteError, match=r"^out: (its header|frame \d+) cannot be written as msgpack") as error:
+        dump(cassette, io.BytesIO(), jsonl=False, name="out")
+    _assert_one_sentence(str(error.value))
 
 
 def test_every_write_is_flushed(tmp_path: Path) -> None:

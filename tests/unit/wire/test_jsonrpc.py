@@ -21,6 +21,7 @@ from tapes.wire.jsonrpc import (
     items,
     read_json,
     refusal,
+    wire_form,
 )
 
 REQUEST = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}
@@ -257,3 +258,12 @@ def test_an_answer_to_a_json_rpc_post_that_is_not_mcp_is_named() -> None:
     for status, media in [(200, "application/json"), (200, "text/event-stream; charset=utf-8"), (202, None), (400, "Application/JSON")]:
         assert not_mcp_answer(ping, status, media) is None
     assert not_mcp_answer(b"grant_type=code", 200, "text/html") is None  # an authorization flow's page, not MCP's business
+
+
+def test_wire_form_of_a_message_without_a_canonical_encoding() -> None:
+    assert wire_form(RESULT) == encode(RESULT)
+    # a lone surrogate (a JSON Lines cassette keeps one) went over the wire as its \\u escape
+    assert json.loads(wire_form({"jsonrpc": "2.0", "id": 1, "result": "\ud800é"})) == {"jsonrpc": "2.0", "id": 1, "result": "\ud800é"}
+    # msgpack's bytes have no JSON form: they are named, as the page and the timeline show them
+    assert wire_form({"jsonrpc": "2.0", "id": 1, "result": {b"k": b"\x00\xff"}}) == \
+        b'{"jsonrpc":"2.0","id":1,"result":{"<1 bytes: aw==>":"<2 bytes: AP8=>"}}'
