@@ -437,14 +437,12 @@ def export(cassette: str, output: str, output_format: str | None) -> None:
     if output_format != "har":
         _write_cassette(load(cassette), output, output_format, default="jsonl")
         return
-    import json
+    from tapes.render.har import har_text
 
-    from tapes.render.har import to_har
-
-    text = json.dumps(to_har(load(cassette), cassette), indent=1, ensure_ascii=False)
+    text = har_text(load(cassette), cassette)
     try:
-        with click.open_file(output, "w", encoding="utf-8") as out:
-            out.write(text + "\n")
+        with click.open_file(output, "wb") as out:
+            out.write(text)
     except OSError as error:
         raise UserError(f"{output}: cannot be written ({error.strerror})") from None
 

@@ -6,6 +6,7 @@ last frame of the exchange. Times are offsets from the cassette's creation time.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from http import HTTPStatus
 from typing import Any
@@ -26,14 +27,27 @@ def to_har(cassette: Cassette, name: str) -> dict[str, Any]:
     """The HAR log of an HTTP cassette (`name` names it in errors)."""
     if cassette.header.transport != "http":
         raise UserError(f"{name}: is a {cassette.header.transport} recording; HAR holds HTTP exchanges only")
-    started = datetime.fromisoformat(cassette.header.created)
+    try:
+        started = datetime.fromisoformat(cassette.header.created)
+    except ValueError:
+        raise UserError(f"{name}: its created time {cassette.header.created!r:.60} is not an ISO 8601 time, "
+                        "which HAR needs to date the exchanges") from None
     exchanges: dict[str, list[Frame]] = {}
     for frame in cassette.frames:
         if frame.channel.startswith("http:"):
             exchanges.setdefault(frame.channel, []).append(frame)
-    entries = [entry for frames in exchanges.values() if (entry := _entry(frames, started, _origin(cassette)))]
+    try:
+        entries = [entry for frames in exchanges.values() if (entry := _entry(frames, started, _origin(cassette)))]
+    except OverflowError:  # a frame time that, added to the created time, is no date any more
+        raise UserError(f"{name}: a frame's time is too far from the created time to be a date in HAR") from None
     return {"log": {"version": HAR_VERSION, "creator": {"name": "mcp-tapes", "version": __version__},
                     "pages": [], "entries": entries, "comment": f"{name}, recorded by {cassette.header.tool}"}}
+
+
+def har_text(cassette: Cassette, name: str) -> bytes:
+    """`to_har` as the file holds it: UTF-8 JSON, a lone surrogate (a JSON Lines cassette may hold
+    one) as its \\u escape."""
+    return (json.dumps(to_har(cassette, name), indent=1, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
 
 
 def _origin(cassette: Cassette) -> str:

@@ -1,0 +1,39 @@
+"""`tapes export --format har` on cassettes that load but hold what a HAR log cannot say plainly
+(the committed cassettes, field by field, are in e2e/cli/test_export_har.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.cassette.store import Cassette, Header
+from tapes.errors import UserError
+from tapes.render.har import har_text, to_har
+
+HEADER = Header("http", {"url": "http://127.0.0.1:3001/mcp"}, created="2026-01-02T03:04:05.000006+00:00")
+
+
+def request_head(t: float = 0.0, headers: list[list[str]] | None = None) -> Frame:
+    return Frame(1, t, Direction.CLIENT_TO_SERVER, "http:1", Kind.HTTP_REQUEST,
+                 info={"method": "GET", "path": "/mcp", "headers": headers or []})
+
+
+def test_a_created_time_that_is_no_iso_time_is_one_sentence() -> None:
+    cassette = Cassette(dataclasses.replace(HEADER, created="yesterday"), [request_head()])
+    with pytest.raises(UserError, match=r"^a.tape: its created time 'yesterday' is not an ISO 8601 time"):
+        to_har(cassette, "a.tape")
+
+
+def test_a_frame_time_too_far_for_a_date_is_one_sentence() -> None:
+    with pytest.raises(UserError, match=r"^a.tape: a frame's time is too far from the created time"):
+        to_har(Cassette(HEADER, [request_head(t=1e300)]), "a.tape")
+
+
+def test_a_lone_surrogate_is_written_as_its_json_escape() -> None:
+    # JSON Lines cassettes hold one as the wire had it; UTF-8 has no form for it
+    text = har_text(Cassette(HEADER, [request_head(headers=[["x-odd", "a\ud800"]])]), "a.tape")
+    entry = json.loads(text)["log"]["entries"][0]
+    assert entry["request"]["headers"] == [{"name": "x-odd", "value": "a\ud800"}]
