@@ -3,7 +3,7 @@ before-record hook) applied to a cassette that already exists, e.g. before it go
 report. Returns the new cassette and what was replaced, by kind and location, never the secret.
 
 Placeholders already in the cassette keep their numbers: the Redactor is first taught that each
-`<redacted:N>` up to the highest one stands for itself, so a new secret gets the next number and an
+`<redacted:N>` found stands for itself, so a new secret gets the number after the highest and an
 already redacted value is not redacted again under another name.
 """
 
@@ -22,7 +22,7 @@ from tapes.cassette.scrub import FrameHook, hook_label
 from tapes.cassette.store import Cassette
 from tapes.wire.http import header
 
-_PLACEHOLDER = re.compile(rb"<redacted:(\d+)>")
+_PLACEHOLDER = re.compile(rb"<redacted:(\d{1,18})>")  # a number that fits 64 bits: a longer one is no placeholder of ours
 
 
 @dataclass
@@ -82,13 +82,10 @@ def redact_cassette(cassette: Cassette, redactor: Redactor, hook: FrameHook | No
 
 
 def _keep_existing_placeholders(cassette: Cassette, redactor: Redactor) -> None:
-    highest = 0
     for frame in cassette.frames:
         seen = frame.payload + (repr(frame.info).encode() if frame.info else b"")
         for found in _PLACEHOLDER.finditer(seen):
-            highest = max(highest, int(found[1]))
-    for number in range(1, highest + 1):
-        redactor.placeholder(f"<redacted:{number}>")
+            redactor.keep(found[0].decode(), int(found[1]))
 
 
 def _redacted_frame(frame: Frame, redactor: Redactor, note: Any, content_types: dict[tuple[str, str], str | None]) -> Frame:

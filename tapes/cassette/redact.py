@@ -121,12 +121,20 @@ class Redactor:
     def __init__(self, rules: RedactionRules) -> None:
         self.rules = rules
         self._placeholders: dict[str, str] = {}
+        self._issued = 0  # the number of the last placeholder handed out
 
     def placeholder(self, secret: str) -> str:
         found = self._placeholders.get(secret)
         if found is None:
-            found = self._placeholders[secret] = f"<redacted:{len(self._placeholders) + 1}>"
+            self._issued += 1
+            found = self._placeholders[secret] = f"<redacted:{self._issued}>"
         return found
+
+    def keep(self, placeholder: str, number: int) -> None:
+        """`placeholder`, `<redacted:number>` found in a cassette already, stands for itself; new
+        placeholders are numbered after it."""
+        self._placeholders[placeholder] = placeholder
+        self._issued = max(self._issued, number)
 
     def headers(self, fields: Iterable[tuple[str, str]]) -> list[list[str]]:
         """Header fields as [[name, value], ...], in order and original case, secrets and volatile

@@ -30,6 +30,17 @@ def test_placeholders_already_there_keep_their_numbers_and_new_secrets_get_the_n
     assert redacted.header.redaction[0] == "header:authorization" and "header:x-tenant" in redacted.header.redaction
 
 
+def test_a_huge_placeholder_number_costs_nothing() -> None:
+    # each number up to it was taught one by one: a cassette saying <redacted:999999999999> hung redact;
+    # one too long for an integer was a ValueError
+    recorded = cassette(request_head(1, ("X-Note", "<redacted:999999999999>"), ("X-Other", "<redacted:" + "9" * 5000 + ">"),
+                                     ("X-Tenant", "acme")))
+    redacted, _ = redact_cassette(recorded, Redactor(RedactionRules.default(["X-Tenant", "X-Note"])))
+    assert redacted.frames[0].info["headers"] == [["X-Note", "<redacted:999999999999>"],
+                                                  ["X-Other", "<redacted:" + "9" * 5000 + ">"],
+                                                  ["X-Tenant", "<redacted:1000000000000>"]]
+
+
 def test_a_redacted_sse_event_drops_its_verbatim_bytes() -> None:
     message = {"jsonrpc": "2.0", "id": 1, "result": {"token": "s3cret"}}
     event = Frame(1, 0.0, S2C, "http:1", Kind.SSE_EVENT, message, b'{"id":1, "jsonrpc":"2.0","result":{"token":"s3cret"}}',
