@@ -54,7 +54,10 @@ def _origin(cassette: Cassette) -> str:
     url = cassette.header.server.get("url")
     if not isinstance(url, str):
         return ""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # no URL after all (an unclosed IPv6 bracket, say)
+        return ""
     return f"{parts.scheme}://{parts.netloc}"
 
 
@@ -98,7 +101,7 @@ def _request(head: Frame, body_frames: list[Frame], origin: str) -> dict[str, An
     path = info.get("path", "/")
     if not path.startswith(("http://", "https://")):  # a reverse-proxy recording keeps the path only
         host = header(fields, "host")
-        path = (f"{urlsplit(origin).scheme or 'http'}://{host}" if host else origin) + path
+        path = (f"{origin.partition('://')[0] or 'http'}://{host}" if host else origin) + path
     body = b"".join(frame.payload for frame in body_frames)
     request: dict[str, Any] = {
         "method": info.get("method", "GET"),
@@ -106,13 +109,18 @@ def _request(head: Frame, body_frames: list[Frame], origin: str) -> dict[str, An
         "httpVersion": HTTP_VERSION,
         "cookies": [],
         "headers": _headers(fields),
-        "queryString": [{"name": k, "value": v} for k, v in parse_qsl(urlsplit(path).query, keep_blank_values=True)],
+        "queryString": [{"name": k, "value": v} for k, v in parse_qsl(_query(path), keep_blank_values=True)],
         "headersSize": -1,
         "bodySize": len(body),
     }
     if body_frames:
         request["postData"] = {"mimeType": header(fields, "content-type") or "", "text": body.decode("utf-8", "replace")}
     return request
+
+
+def _query(url: str) -> str:
+    """The query of a URL, found without parsing its host (a recorded Host header can be anything)."""
+    return url.partition("?")[2].partition("#")[0]
 
 
 def _body(frame: Frame) -> bytes:

@@ -37,3 +37,17 @@ def test_a_lone_surrogate_is_written_as_its_json_escape() -> None:
     text = har_text(Cassette(HEADER, [request_head(headers=[["x-odd", "a\ud800"]])]), "a.tape")
     entry = json.loads(text)["log"]["entries"][0]
     assert entry["request"]["headers"] == [{"name": "x-odd", "value": "a\ud800"}]
+
+
+def test_a_host_that_is_no_host_still_gives_the_url_and_its_query() -> None:
+    head = request_head(headers=[["Host", "[::1"]])
+    cassette = Cassette(HEADER, [Frame(1, 0.0, head.direction, head.channel, head.kind,
+                                       info={**head.info, "path": "/mcp?a=1&b=%20"})])
+    request = to_har(cassette, "a.tape")["log"]["entries"][0]["request"]
+    assert request["url"] == "http://[::1/mcp?a=1&b=%20"
+    assert request["queryString"] == [{"name": "a", "value": "1"}, {"name": "b", "value": " "}]
+
+
+def test_a_server_url_that_is_no_url_leaves_the_path_as_recorded() -> None:
+    cassette = Cassette(dataclasses.replace(HEADER, server={"url": "http://[oops/mcp"}), [request_head()])
+    assert to_har(cassette, "a.tape")["log"]["entries"][0]["request"]["url"] == "/mcp"
