@@ -33,7 +33,7 @@ from tapes.replay.matching import canonical
 from tapes.replay.polls import is_poll
 from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.jsonrpc import MessageType, classify, items, plain
 from tapes.wire.pointer import REMOVED, tokens, without
 
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
@@ -193,12 +193,13 @@ class _Message:
 
 
 def messages(frames: Iterable[Frame]) -> Iterator[_Message]:
-    """Every JSON-RPC message of the frames (batches flattened), wherever it travelled."""
+    """Every JSON-RPC message of the frames (batches flattened), wherever it travelled, as `plain`
+    JSON (what is compared is then JSON: a msgpack cassette may hold bytes in a message)."""
     for frame in frames:
         if frame.message is not None:
             for item in items(frame.message):
                 if isinstance(item, dict) and classify(item) is not MessageType.INVALID:
-                    yield _Message(frame, item)
+                    yield _Message(frame, plain(item))
 
 
 def _params(item: dict[str, Any]) -> dict[str, Any]:
@@ -279,10 +280,10 @@ class _Builder:
             ask = self.asks.get(item["id"])
             if ask is not None:
                 ask.answer = item.get("result") if kind is MessageType.RESULT else {"error": item["error"]}
-        elif item["method"] == "notifications/cancelled" and _params(item).get("requestId") in self.listens:
+        elif item["method"] == "notifications/cancelled" and _tie(_params(item).get("requestId")) in self.listens:
             self.leave(_params(item)["requestId"], message.frame)
         elif item["method"] == "notifications/cancelled":
-            step = self.open.get(_params(item).get("requestId"))
+            step = self.open.get(_tie(_params(item).get("requestId")))
             if step is not None:
                 step.cancelled = True
                 step.seqs.append(message.frame.seq)
@@ -308,7 +309,7 @@ class _Builder:
         elif method == "subscriptions/listen":
             self.listen(message, params)
             return
-        elif is_poll(method) and (folded := self.polls.get((method, params.get("taskId")))) is not None:
+        elif is_poll(method) and (folded := self.polls.get((method, _tie(params.get("taskId"))))) is not None:
             folded.polls += 1
             folded.seqs.append(message.frame.seq)
             self.track(item["id"], folded, message.frame)
@@ -320,7 +321,7 @@ class _Builder:
                 step.expressed.append(method)
             if is_poll(method):
                 step.polls = 1
-                self.polls[(method, params.get("taskId"))] = step
+                self.polls[(method, _tie(params.get("taskId")))] = step
         self.session.steps.append(step)
         self.register_token(params, step)
         self.track(item["id"], step, message.frame)
@@ -328,7 +329,7 @@ class _Builder:
     def register_token(self, params: dict[str, Any], step: Step) -> None:
         meta = params.get("_meta")
         if isinstance(meta, dict) and meta.get("progressToken") is not None:
-            self.by_token[meta["progressToken"]] = step
+            self.by_token[_tie(meta["progressToken"])] = step
 
     def client_capabilities_from_meta(self, params: dict[str, Any]) -> bool:
         meta = params.get("_meta")
@@ -342,9 +343,8 @@ class _Builder:
         """subscriptions/listen: one subscription step per resource URI, as resources/subscribe
         would have made, answered by the stream's acknowledgment; the opt-in list_changed filters
         say no more than the capabilities do."""
-        uris = (params.get("notifications") or {}).get("resourceSubscriptions") or []
         steps = [Step("resources/subscribe", uri, {"uri": uri}, [message.frame.seq], expressed=["subscriptions/listen"])
-                 for uri in uris]
+                 for uri in _subscribed_uris(params)]
         self.session.steps += steps
         self.listens[message.item["id"]] = steps
         if message.frame.channel != STDIO:
@@ -354,7 +354,7 @@ class _Builder:
     def acknowledged(self, steps: list[Step], params: dict[str, Any], frame: Frame) -> None:
         """The listen's acknowledgment answers its subscriptions: those it names are made, as an
         empty resources/subscribe result says; one it leaves out was refused."""
-        honored = (params.get("notifications") or {}).get("resourceSubscriptions") or []
+        honored = _subscribed_uris(params)
         for step in steps:
             step.outcome = {"result": {}} if step.subject in honored else {"error": {"message": NOT_HONORED}}
             step.seqs.append(frame.seq)
@@ -372,8 +372,8 @@ class _Builder:
 
     def leave(self, listen_id: Any, frame: Frame) -> None:
         """The client closing a listen stream is resources/unsubscribe of each of its URIs."""
-        self.left.add(listen_id)
-        for subscribed in self.listens.pop(listen_id, []):
+        self.left.add(_tie(listen_id))
+        for subscribed in self.listens.pop(_tie(listen_id), []):
             self.session.steps.append(Step("resources/unsubscribe", subscribed.subject, {"uri": subscribed.subject}, [frame.seq],
                                            outcome={"result": {}}, expressed=["subscriptions/listen closed by the client"]))
 
@@ -384,7 +384,7 @@ class _Builder:
             self.channel_steps.setdefault(frame.channel, []).append(step)
 
     def continue_with_retry(self, step: Step, params: dict[str, Any], message: _Message) -> None:
-        responses = params.get("inputResponses") or {}
+        responses = params.get("inputResponses") if isinstance(params.get("inputResponses"), dict) else {}
         for ask in step.asks:
             if ask.input_key in responses:
                 ask.answer = responses[ask.input_key]
@@ -413,7 +413,7 @@ class _Builder:
                 _note(owner, "server→client request")
         elif item["method"] == "notifications/progress":
             params = _params(item)
-            step = self.by_token.get(params.get("progressToken"))
+            step = self.by_token.get(_tie(params.get("progressToken")))
             if step is None:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], params, message.frame.seq))
             elif not step.cancelled:  # progress racing a cancel says nothing about the server
@@ -471,7 +471,7 @@ class _Builder:
             return self.handshake(result)
         if step.method == "tools/list":
             tools = self.session.tools if self.session.tools is not None else {}
-            for tool in result.get("tools") or []:
+            for tool in result.get("tools") if isinstance(result.get("tools"), list) else ():
                 if isinstance(tool, dict) and isinstance(tool.get("name"), str):
                     tools[tool["name"]] = tool
             self.session.tools = tools
@@ -488,7 +488,8 @@ class _Builder:
     def await_retry(self, step: Step, result: dict[str, Any]) -> None:
         """An input_required result: the step goes on in the client's retry, which carries the
         answers in inputResponses (and, if given, the same requestState)."""
-        for name, request in (result.get("inputRequests") or {}).items():
+        requests = result.get("inputRequests")
+        for name, request in requests.items() if isinstance(requests, dict) else ():
             request = request if isinstance(request, dict) else {}
             step.asks.append(Ask(request.get("method", "?"), request.get("params"), input_key=name))
         _note(step, "input_required result + retry with inputResponses")
@@ -512,7 +513,23 @@ class _Builder:
 
 def _listen_of(item: dict[str, Any]) -> Any:
     meta = _params(item).get("_meta")
-    return meta.get(SUBSCRIPTION_ID_KEY) if isinstance(meta, dict) else None
+    return _tie(meta.get(SUBSCRIPTION_ID_KEY)) if isinstance(meta, dict) else None
+
+
+_UNTIED = object()  # in no table: what an id that is an object or an array looks up
+
+
+def _tie(value: Any) -> Any:
+    """An id, token, task id or request state as the key of a table that ties messages together: as
+    it is, or `_UNTIED` for an object or an array (no MCP id is one, and neither is hashable)."""
+    return _UNTIED if isinstance(value, (dict, list)) else value
+
+
+def _subscribed_uris(params: dict[str, Any]) -> list[str]:
+    """The resource URIs of a listen request or its acknowledgment (notifications.resourceSubscriptions)."""
+    notifications = params.get("notifications")
+    uris = notifications.get("resourceSubscriptions") if isinstance(notifications, dict) else None
+    return [uri for uri in uris if isinstance(uri, str)] if isinstance(uris, list) else []
 
 
 def _off_stream(params: dict[str, Any]) -> dict[str, Any]:
@@ -534,8 +551,9 @@ def _note(step: Step, expression: str) -> None:
 def _retry_lookup(method: str, params: dict[str, Any]) -> Any:
     """What ties a retry to its input_required result: the requestState the server issued, or
     failing that the method and params the retry repeats."""
-    if params.get("requestState") is not None:
-        return params["requestState"]
+    state = params.get("requestState")
+    if state is not None:
+        return ("state", json.dumps(canonical(state), sort_keys=True)) if isinstance(state, (dict, list)) else state
     rest = {k: v for k, v in params.items() if k not in (*_RETRY_FIELDS, "_meta")}
     return method, json.dumps(canonical(rest), sort_keys=True)
 

@@ -10,7 +10,7 @@ import pytest
 
 from tapes.cassette.store import Cassette, load
 from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
-from tapes.analysis.normalize import Noise
+from tapes.analysis.normalize import Noise, session
 
 from tests.support.messages import note, req, res
 from tests.support.paths import CASSETTES
@@ -333,3 +333,52 @@ def test_the_servers_polls_of_a_task_the_client_runs_fold_into_the_last() -> Non
     assert diff_cassettes(session("c-1", ["working", "working", "completed"]), session("c-2", ["completed"])).same
     report = diff_cassettes(session("c-1", ["working", "completed"]), session("c-2", ["failed"]))
     assert [delta.path for change in report.changes for delta in change.deltas] == ["/asks/1/answer/status"]
+
+
+# --- odd values a cassette that loads may hold --------------------------------------------------
+
+
+def test_bytes_in_messages_are_compared_as_text() -> None:
+    # msgpack cassettes can hold bytes, as values and as map keys: they were a TypeError in the
+    # pointer of a difference and in sorting an event's keys
+    old = stdio_cassette(*handshake(), *call(2, "echo", {b"k": b"\x00", "a": 1}, "x"),
+                         ("s", note("notifications/message", {b"level": "info", "data": "x"})))
+    new = stdio_cassette(*handshake(), *call(2, "echo", {b"k": b"\x01", "a": 1}, "x"))
+    report = diff_cassettes(old, new)
+    changed = next(change for change in report.changes if change.section == "interaction")
+    assert [delta.path for delta in changed.deltas] == ["/request/arguments/<1 bytes: aw==>"]
+    assert ("notification", "server notifications/message") in sections(report)
+
+
+@pytest.mark.parametrize("odd", [[1], {"a": 1}])
+def test_ids_tokens_and_states_that_are_objects_or_arrays_tie_nothing(odd: Any) -> None:
+    # each was looked up in a table: TypeError, unhashable
+    cassette = stdio_cassette(
+        *handshake(),
+        ("c", req(2, "tools/call", {"name": "slow", "_meta": {"progressToken": odd}})),
+        ("s", note("notifications/progress", {"progressToken": odd, "progress": 1})),
+        ("c", note("notifications/cancelled", {"requestId": odd})),
+        ("c", req(3, "tasks/get", {"taskId": odd})),
+        ("s", res(3, {"resultType": "input_required", "inputRequests": [odd], "requestState": odd})),
+        ("c", req(4, "tasks/get", {"taskId": odd, "requestState": odd, "inputResponses": "x"})),
+        ("s", note("notifications/message", {"_meta": {"io.modelcontextprotocol/subscriptionId": odd}})),
+    )
+    report = diff_cassettes(cassette, cassette)
+    assert report.same and report.matched == 3
+
+
+def test_listen_subscriptions_and_tool_lists_of_the_wrong_shape_list_nothing() -> None:
+    cassette = stdio_cassette(
+        *handshake("2026-07-28"),
+        ("c", req(2, "subscriptions/listen", {"notifications": ["resourceSubscriptions"]})),
+        ("s", note("notifications/subscriptions/acknowledged",
+                   {"notifications": {"resourceSubscriptions": 5}, "_meta": {"io.modelcontextprotocol/subscriptionId": 2}})),
+        ("c", req(3, "subscriptions/listen", {"notifications": {"resourceSubscriptions": [["file:///a"], "file:///b"]}})),
+        ("c", req(4, "tools/list")),
+        ("s", res(4, {"tools": 7})),
+    )
+    assert diff_cassettes(cassette, cassette).same
+    built = session(cassette)
+    assert [step.key for step in built.steps if step.method != "handshake"] == [
+        ("resources/subscribe", "file:///b"), ("tools/list", "")]
+    assert built.tools == {}
