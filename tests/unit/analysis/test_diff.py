@@ -10,7 +10,8 @@ import pytest
 
 from tapes.cassette.store import Cassette, load
 from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
-from tapes.analysis.normalize import Noise
+from tapes.analysis.normalize import Noise, wire_facts
+from tapes.cassette.frames import Kind
 
 from tests.support.messages import note, req, res
 from tests.support.paths import CASSETTES
@@ -333,3 +334,18 @@ def test_the_servers_polls_of_a_task_the_client_runs_fold_into_the_last() -> Non
     assert diff_cassettes(session("c-1", ["working", "working", "completed"]), session("c-2", ["completed"])).same
     report = diff_cassettes(session("c-1", ["working", "completed"]), session("c-2", ["failed"]))
     assert [delta.path for change in report.changes for delta in change.deltas] == ["/asks/1/answer/status"]
+
+
+def test_a_post_s_framing_is_told_by_its_media_type_whatever_its_case() -> None:
+    """`Text/Event-Stream; charset=utf-8` is an SSE answer, as the recorder and the replayer read it."""
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+
+    def shouted(frame: Any) -> Any:
+        if frame.kind is not Kind.HTTP_RESPONSE:
+            return frame
+        headers = [["CONTENT-TYPE", value.title() + "; charset=utf-8"] if name.lower() == "content-type" else [name, value]
+                   for name, value in frame.info["headers"]]
+        return replace(frame, info={**frame.info, "headers": headers})
+
+    mis_cased = Cassette(cassette.header, [shouted(frame) for frame in cassette.frames])
+    assert wire_facts(mis_cased)["POST answered with"] == wire_facts(cassette)["POST answered with"] == ["202 Accepted", "JSON", "SSE"]
