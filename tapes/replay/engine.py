@@ -32,7 +32,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
-from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
@@ -541,8 +541,9 @@ class ReplayEngine:
         connecting; the log messages stay as recorded); to the server/discover probe of a
         2026-07-28 client, a server of an initialize era answers Method not found, which is what
         tells that client to fall back to initialize. (The whole recording is indexed by now.)"""
-        method, request_id = request["method"], request["id"]
-        if method == PING or (method == SET_LEVEL and self._recorded_server_declares("logging")):
+        method, request_id, params = request["method"], request["id"], params_of(request)
+        if method == PING or (method == SET_LEVEL and params.get("level") in LOG_LEVELS
+                              and self._recorded_server_declares("logging")):
             self._empty_answers[method] += 1  # counted, not listed: a client may ping all day
             return Reply.result(request_id, {})
         if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._interactions):
@@ -568,7 +569,8 @@ class ReplayEngine:
         """A live initialize that equals no unplayed recorded one plays the first unplayed one, as a
         real server answers any client's handshake: with the version and capabilities it chose
         then (the live client decides whether it goes on at that version). Noted in the report."""
-        if request["method"] != HANDSHAKE_METHOD or not self._matcher.negotiates_handshake:
+        if (request["method"] != HANDSHAKE_METHOD or not self._matcher.negotiates_handshake
+                or not isinstance(params_of(request).get("protocolVersion"), str)):  # a server refuses that one
             return None
         recorded = next(iter(self._unplayed_by_method.get(HANDSHAKE_METHOD, ())), None)
         if recorded is None or (self._repeats is Repeats.STRICT and recorded is not self._next_unplayed()):
