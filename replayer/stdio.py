@@ -36,7 +36,7 @@ from tapes.replay.episodes import (
 )
 from tapes.replay.outcomes import LONGEST_WAIT, Action, Reception
 from tapes.replay.session import ReplaySession, summary
-from tapes.wire.jsonrpc import LineSplitter
+from tapes.wire.jsonrpc import BoundedLineSplitter, Overlong
 
 STDIN, STDOUT, STDERR = 0, 1, 2
 
@@ -47,6 +47,10 @@ def _pending(fd: int) -> bool:
         return bool(select.select([fd], [], [], 0)[0])
     except OSError:  # closed: the read says so
         return True
+
+
+LONGEST_LINE = 64 * 1024 * 1024
+"""Bytes of one live client line the replay holds; a longer one gets an error (it could be endless)."""
 
 
 def _read(fd: int) -> bytes:
@@ -295,11 +299,14 @@ def replay_stdio(
     termination = _Termination()
     session = ReplaySession(frames, control.for_cassette(cassette.header), may_hand_over=new_episodes is not None)
     server = _Server(control, termination)
-    splitter = LineSplitter()
+    splitter = BoundedLineSplitter(LONGEST_LINE)
     episode: _Episode | None = None
 
-    def receive(line: bytes) -> None:
+    def receive(line: bytes | Overlong) -> None:
         nonlocal episode
+        if isinstance(line, Overlong):  # dropped as it came: nothing of it to match or hand over
+            server.perform(session.overlong(line.size, LONGEST_LINE))
+            return
         if episode is not None:
             episode.send(line)
             return

@@ -4,6 +4,7 @@ adapters, so it is the one module of `tapes` allowed to import them."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,11 +20,14 @@ from tapes.replay.polls import Polls
 
 class _Group(click.Group):
     """Turns a UserError anywhere below, or an output the machine cannot write (a full disk, a
-    stdout that fails), into one line on stderr and exit code 2."""
+    stdout that fails), into one line on stderr and exit code 2; a Ctrl-C where no command
+    handles it itself into exit 130, as a shell reports it (click would print "Aborted!", exit 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            ctx.exit(128 + signal.SIGINT)
         except UserError as error:
             click.echo(f"tapes: error: {error}", err=True)
             ctx.exit(2)

@@ -32,7 +32,7 @@ from tapes.cassette.store import Cassette
 from tapes.replay.matching import canonical
 from tapes.replay.polls import is_poll
 from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY
-from tapes.wire.http import header
+from tapes.wire.http import header, media_type
 from tapes.wire.jsonrpc import MessageType, classify, items, plain
 from tapes.wire.pointer import REMOVED, tokens, without
 
@@ -583,7 +583,7 @@ def wire_facts(cassette: Cassette) -> dict[str, Any]:
         elif frame.kind is Kind.HTTP_RESPONSE:
             server_headers.update(name.lower() for name, _ in info.get("headers") or () if _mcp_header(name))
             if heads.get(frame.channel, {}).get("method") == "POST":
-                content_type = (header(info.get("headers"), "content-type") or "").split(";")[0].strip()
+                content_type = media_type(header(info.get("headers"), "content-type"))
                 framing.add("202 Accepted" if info.get("status") == 202 else
                             "SSE" if content_type == "text/event-stream" else "JSON" if content_type else f"{info.get('status')}")
     events = [frame for frame in frames if frame.kind is Kind.SSE_EVENT]

@@ -20,7 +20,7 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 from __future__ import annotations
 
 import sys
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import islice
 from enum import StrEnum
@@ -32,7 +32,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
-from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
@@ -160,6 +160,8 @@ class ReplayEngine:
         self._ready: list[ServerItem] = []
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
+        self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
+        self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
         self.played_frames: set[int] | None = set() if remember_played else None
@@ -376,6 +378,9 @@ class ReplayEngine:
     def report(self) -> Report:
         self.index_all()
         self._report.unused = [i.describe() for i in self._interactions if not i.matched]
+        self._report.adapted = self._adapted + [
+            f"{method} ×{count}: answered with an empty result (the recording had no unplayed {method} left)"
+            for method, count in self._empty_answers.items()]
         return self._report
 
     def _skip_unsent(self, channel: str, sent: list[ItemKey]) -> None:
@@ -536,14 +541,14 @@ class ReplayEngine:
         connecting; the log messages stay as recorded); to the server/discover probe of a
         2026-07-28 client, a server of an initialize era answers Method not found, which is what
         tells that client to fall back to initialize. (The whole recording is indexed by now.)"""
-        method, request_id = request["method"], request["id"]
-        if method == PING or (method == SET_LEVEL and self._recorded_server_declares("logging")):
-            self._report.adapted.append(f"{method} id {request_id!r}: answered with an empty result "
-                                        f"(the recording has no unplayed {method})")
+        method, request_id, params = request["method"], request["id"], params_of(request)
+        if method == PING or (method == SET_LEVEL and params.get("level") in LOG_LEVELS
+                              and self._recorded_server_declares("logging")):
+            self._empty_answers[method] += 1  # counted, not listed: a client may ping all day
             return Reply.result(request_id, {})
         if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._interactions):
-            self._report.adapted.append(f"server/discover id {request_id!r}: answered Method not found, as the recorded "
-                                        "server (of an initialize era) would")
+            self._adapted.append(f"server/discover id {request_id!r}: answered Method not found, as the recorded "
+                                 "server (of an initialize era) would")
             return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
         return None
 
@@ -564,15 +569,16 @@ class ReplayEngine:
         """A live initialize that equals no unplayed recorded one plays the first unplayed one, as a
         real server answers any client's handshake: with the version and capabilities it chose
         then (the live client decides whether it goes on at that version). Noted in the report."""
-        if request["method"] != HANDSHAKE_METHOD or not self._matcher.negotiates_handshake:
+        if (request["method"] != HANDSHAKE_METHOD or not self._matcher.negotiates_handshake
+                or not isinstance(params_of(request).get("protocolVersion"), str)):  # a server refuses that one
             return None
         recorded = next(iter(self._unplayed_by_method.get(HANDSHAKE_METHOD, ())), None)
         if recorded is None or (self._repeats is Repeats.STRICT and recorded is not self._next_unplayed()):
             return None
         self._requests[self._key(recorded.request)].remove(recorded)
         shown = _first_differences(self._matcher.differences(recorded.request, request))
-        self._report.adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
-                                    f"which differed at {shown}")
+        self._adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
+                             f"which differed at {shown}")
         return recorded
 
     def _next_unplayed(self) -> Interaction | None:

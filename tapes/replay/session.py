@@ -25,9 +25,9 @@ from tapes.cassette.scrub import FrameHook
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.faults import MALFORMED, Fault, FaultAction, FaultPlan
-from tapes.replay.outcomes import Action, Reception, Report
+from tapes.replay.outcomes import Action, Reception, Reply, Report
 from tapes.wire.http import HeaderFields
-from tapes.wire.jsonrpc import Incoming, MessageType, classify, encode, items, parse, read_client
+from tapes.wire.jsonrpc import INVALID_REQUEST, Incoming, MessageType, classify, encode, items, parse, read_client
 
 
 class ReplaySession:
@@ -69,6 +69,13 @@ class ReplaySession:
         if self.may_hand_over and not reception.missed:
             self.sent.append((payload, headers))
         return self._noted(reception)
+
+    def overlong(self, size: int, limit: int) -> Reception:
+        """A live message longer than the `limit` its adapter takes, which kept none of it: a
+        miss, answered with a JSON-RPC error without an id (none could be read)."""
+        reason = f"it is {size} bytes long, past the {limit} bytes a replay takes"
+        self.engine.note_unmatched(f"a message of {size} bytes", reason)
+        return Reception([], [Reply.error(None, INVALID_REQUEST, f"Invalid Request: {reason}")])
 
     def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
         return self._noted(self.engine.open(method, target, last_event_id))

@@ -174,6 +174,56 @@ class LineSplitter:
         return rest
 
 
+@dataclass(frozen=True, slots=True)
+class Overlong:
+    """A line past a BoundedLineSplitter's limit: its bytes were dropped as they came; its size is known."""
+
+    size: int
+
+
+class BoundedLineSplitter:
+    """Newline-delimited framing for untrusted input (a live client): a line longer than `limit`
+    is not held, but dropped as it comes and handed on as an Overlong, so a client that never ends
+    its line cannot make the reader hold it all."""
+
+    __slots__ = ("_limit", "_pending", "_size", "_dropped")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._dropped: int | None = None  # the size of the overlong line being dropped
+
+    def feed(self, chunk: bytes) -> list[bytes | Overlong]:
+        """Complete lines (without their b"\\n") made by this chunk."""
+        *ended, tail = chunk.split(b"\n")
+        lines: list[bytes | Overlong] = []
+        for piece in ended:
+            self._take(piece)
+            lines.append(self._line())
+        self._take(tail)
+        return lines
+
+    def finish(self) -> bytes | Overlong | None:
+        """The unterminated remainder at end of stream, if any."""
+        return self._line() if self._pending or self._dropped is not None else None
+
+    def _take(self, piece: bytes) -> None:
+        if self._dropped is not None:
+            self._dropped += len(piece)
+        elif self._size + len(piece) > self._limit:
+            self._dropped = self._size + len(piece)
+            self._pending, self._size = [], 0
+        elif piece:
+            self._pending.append(piece)
+            self._size += len(piece)
+
+    def _line(self) -> bytes | Overlong:
+        line: bytes | Overlong = Overlong(self._dropped) if self._dropped is not None else b"".join(self._pending)
+        self._pending, self._size, self._dropped = [], 0, None
+        return line
+
+
 # --- what a live client sends: read once, at the edge ------------------------------------------
 
 

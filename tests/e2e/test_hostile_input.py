@@ -61,6 +61,22 @@ def test_the_stdio_replayer_answers_a_hostile_line_and_goes_on() -> None:
     assert b"5 unmatched" in run.stderr
 
 
+def test_the_stdio_replayer_drops_a_line_past_its_limit_as_it_comes_and_goes_on() -> None:
+    """A client line longer than the replay holds (it could be endless) gets an error without an
+    id, once its newline comes; what follows is answered as ever."""
+    from replayer.stdio import LONGEST_LINE
+
+    overlong = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":"' + b"x" * LONGEST_LINE + b'"}}'
+    run = tapes("replay", str(STDIO_CASSETTE), stdin=overlong + b'\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+    assert b"Traceback" not in run.stderr and run.returncode == 1
+    refused, ping = (json.loads(line) for line in run.stdout.splitlines())
+    assert refused["id"] is None and refused["error"]["code"] == INVALID_REQUEST
+    assert refused["error"]["message"] == (f"Invalid Request: it is {len(overlong)} bytes long, past the {LONGEST_LINE} "
+                                           "bytes a replay takes")
+    assert ping == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert f"unmatched a message of {len(overlong)} bytes".encode() in run.stderr
+
+
 def test_the_http_replayer_answers_400_and_goes_on() -> None:
     initialize, initialized, *_ = client_messages(HTTP_CASSETTE)[1:]  # after server/discover
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

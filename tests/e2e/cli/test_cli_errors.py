@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -51,3 +52,21 @@ def test_an_http_replay_writes_its_report_too(tmp_path: Path) -> None:
     written = json.loads(report.read_text())
     assert (written["complete"], written["played"], written["unmatched"]) == (True, 0, [])
     assert len(written["unused"]) == 11  # every recorded request: the client sent none
+
+
+@pytest.mark.parametrize("command", ["show", "view", "lint", "replay"])
+def test_a_ctrl_c_while_a_command_reads_is_exit_130_without_click_s_aborted(command: str, tmp_path: Path) -> None:
+    """The cassette is a FIFO nobody writes to: the command is blocked reading it when the SIGINT comes."""
+    fifo = tmp_path / "slow.tape"
+    os.mkfifo(fifo)
+    extra = ["-o", str(tmp_path / "page.html")] if command == "view" else []
+    reader = subprocess.Popen([*TAPES, command, str(fifo), *extra], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    writer = os.open(fifo, os.O_WRONLY)  # returns once the command has opened it to read
+    try:
+        reader.send_signal(signal.SIGINT)
+        out, err = reader.communicate(timeout=30)
+    finally:
+        os.close(writer)
+    assert reader.returncode == 130, err
+    assert b"Aborted" not in err and b"Traceback" not in err and out == b""

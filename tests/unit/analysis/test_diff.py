@@ -10,7 +10,8 @@ import pytest
 
 from tapes.cassette.store import Cassette, load
 from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
-from tapes.analysis.normalize import Noise, session
+from tapes.analysis.normalize import Noise, session, wire_facts
+from tapes.cassette.frames import Kind
 
 from tests.support.messages import note, req, res
 from tests.support.paths import CASSETTES
@@ -382,3 +383,18 @@ def test_listen_subscriptions_and_tool_lists_of_the_wrong_shape_list_nothing() -
     assert [step.key for step in built.steps if step.method != "handshake"] == [
         ("resources/subscribe", "file:///b"), ("tools/list", "")]
     assert built.tools == {}
+
+
+def test_a_post_s_framing_is_told_by_its_media_type_whatever_its_case() -> None:
+    """`Text/Event-Stream; charset=utf-8` is an SSE answer, as the recorder and the replayer read it."""
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+
+    def shouted(frame: Any) -> Any:
+        if frame.kind is not Kind.HTTP_RESPONSE:
+            return frame
+        headers = [["CONTENT-TYPE", value.title() + "; charset=utf-8"] if name.lower() == "content-type" else [name, value]
+                   for name, value in frame.info["headers"]]
+        return replace(frame, info={**frame.info, "headers": headers})
+
+    mis_cased = Cassette(cassette.header, [shouted(frame) for frame in cassette.frames])
+    assert wire_facts(mis_cased)["POST answered with"] == wire_facts(cassette)["POST answered with"] == ["202 Accepted", "JSON", "SSE"]

@@ -69,6 +69,14 @@ def test_matchers_that_compare_every_param_or_ask_a_predicate_do_not_adapt(match
     assert engine.report.adapted == []
 
 
+@pytest.mark.parametrize("params", [None, [1, 2], {"capabilities": {}}, {"protocolVersion": 2025}])
+def test_a_handshake_a_server_would_refuse_is_a_miss(params: object) -> None:
+    engine = ReplayEngine(SESSION)
+    live = {"jsonrpc": "2.0", "id": 0, "method": "initialize", **({"params": params} if params is not None else {})}
+    [error] = send(engine, live)
+    assert error["error"]["code"] == NO_MATCH and not engine.report.clean and engine.report.adapted == []
+
+
 def test_strict_order_adapts_only_the_handshake_that_comes_next() -> None:
     engine = ReplayEngine(SESSION, repeats=Repeats.STRICT)
     assert send(engine, initialize(0, "2025-11-25", {})) == [res(0, RECORDED_RESULT)]
@@ -80,8 +88,10 @@ def test_pings_the_recording_has_none_left_of_get_an_empty_result() -> None:
     engine = ReplayEngine(recording(("c", req(1, "ping")), ("s", res(1, {"recorded": True}))))
     assert send(engine, req(7, "ping")) == [res(7, {"recorded": True})]  # the recorded one first
     assert send(engine, req("p", "ping")) == [res("p", {})]
+    assert send(engine, req(9, "ping")) == [res(9, {})]
     assert engine.report.clean
-    assert engine.report.adapted == ["ping id 'p': answered with an empty result (the recording has no unplayed ping)"]
+    # counted, not listed: a client may ping all day
+    assert engine.report.adapted == ["ping ×2: answered with an empty result (the recording had no unplayed ping left)"]
 
 
 def test_a_log_level_gets_an_empty_result_only_from_a_server_that_declared_logging() -> None:
@@ -90,7 +100,9 @@ def test_a_log_level_gets_an_empty_result_only_from_a_server_that_declared_loggi
     engine = ReplayEngine(with_logging)
     send(engine, initialize(1, "2025-06-18", {}))
     assert send(engine, req(2, "logging/setLevel", {"level": "debug"})) == [res(2, {})]
-    assert engine.report.clean and engine.report.adapted[-1].startswith("logging/setLevel id 2: answered with an empty result")
+    assert engine.report.clean and engine.report.adapted[-1].startswith("logging/setLevel ×1: answered with an empty result")
+    [refused] = send(engine, req(3, "logging/setLevel", {"level": "loud"}))  # not a level: the server would refuse it
+    assert refused["error"]["code"] == NO_MATCH
     without = ReplayEngine(SESSION)  # its server declared tools only
     [error] = send(without, req(2, "logging/setLevel", {"level": "debug"}))
     assert error["error"]["code"] == NO_MATCH and not without.report.clean

@@ -13,7 +13,9 @@ from tapes.wire.jsonrpc import (
     INVALID_REQUEST,
     MAX_DEPTH,
     PARSE_ERROR,
+    BoundedLineSplitter,
     LineSplitter,
+    Overlong,
     MessageType,
     classify,
     decode,
@@ -178,6 +180,35 @@ def test_line_splitter_joins_a_30_mb_line_fed_in_64_kib_chunks() -> None:
     assert splitter.feed(b"\nnext") == [line]
     assert splitter.finish() == b"next"
 
+
+
+@given(
+    data=st.lists(st.sampled_from([b"\n", b"a", b"{}", b"\r", b"x" * 50]), max_size=40).map(b"".join),
+    cuts=st.lists(st.integers(min_value=0), max_size=20),
+    limit=st.integers(min_value=0, max_value=120),
+)
+def test_a_bounded_splitter_gives_the_lines_within_its_limit_and_the_size_of_the_others(
+    data: bytes, cuts: list[int], limit: int
+) -> None:
+    splitter = BoundedLineSplitter(limit)
+    lines = [line for chunk in _split_at(data, cuts) for line in splitter.feed(chunk)]
+    *expected_lines, expected_rest = data.split(b"\n")
+
+    def bounded(line: bytes) -> bytes | Overlong:
+        return line if len(line) <= limit else Overlong(len(line))
+
+    assert lines == [bounded(line) for line in expected_lines]
+    assert splitter.finish() == (bounded(expected_rest) if expected_rest else None)
+    assert splitter.finish() is None
+
+
+def test_a_bounded_splitter_holds_nothing_of_an_endless_line() -> None:
+    splitter = BoundedLineSplitter(1024)
+    for _ in range(1000):
+        assert splitter.feed(b"x" * 4096) == []
+    assert splitter._pending == []  # nothing held past the limit
+    assert splitter.feed(b'x\n{"jsonrpc":"2.0","id":1,"method":"ping"}\n') == [
+        Overlong(4096 * 1000 + 1), b'{"jsonrpc":"2.0","id":1,"method":"ping"}']
 
 
 # --- reading a live client's messages at the edge ------------------------------------------------
