@@ -270,8 +270,8 @@ def schema_changes(old: Any, new: Any, rules: dict[str, str], path: str) -> list
         return found
     if old.get("type") != new.get("type"):
         add("type changed", f"{path}/type", old.get("type"), new.get("type"))
-    old_props, new_props = old.get("properties") or {}, new.get("properties") or {}
-    old_required, new_required = set(old.get("required") or ()), set(new.get("required") or ())
+    old_props, new_props = _properties(old), _properties(new)
+    old_required, new_required = _required(old), _required(new)
     for name in old_props.keys() - new_props.keys():
         add("property removed", f"{path}/properties/{name}", old_props[name], None)
     for name in new_props.keys() - old_props.keys():
@@ -289,6 +289,17 @@ def schema_changes(old: Any, new: Any, rules: dict[str, str], path: str) -> list
         if kind:
             add(kind, difference.path, _present(difference.recorded), _present(difference.live))
     return found
+
+
+def _properties(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties")
+    return properties if isinstance(properties, dict) else {}
+
+
+def _required(schema: dict[str, Any]) -> set[str]:
+    """The property names a schema requires (a `required` that is no list of names requires none)."""
+    required = schema.get("required")
+    return {name for name in required if isinstance(name, str)} if isinstance(required, list) else set()
 
 
 # --- notifications and the wire -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from tapes.replay.oauth import AuthFlow
 from tapes.replay.sessions import split_sessions
 from tapes.wire.eras import BATCH_ERAS, HEADER_ERAS, NAME_PARAMS, STATELESS_ERAS, TASK_ERAS
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, items
+from tapes.wire.jsonrpc import MessageType, classify, items, plain, usable_id, wire_form
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,13 @@ def lint(cassette: Cassette) -> list[Finding]:
 
 
 def _messages(frames: list[Frame]) -> Iterator[tuple[Frame, dict[str, Any]]]:
+    """Each message of the frames, as `plain` JSON (what is checked against the schemas is JSON: a
+    msgpack cassette may hold bytes in a message)."""
     for frame in frames:
         if frame.message is not None:
             for item in items(frame.message):
                 if isinstance(item, dict):
-                    yield frame, item
+                    yield frame, plain(item)
 
 
 def _sessions(cassette: Cassette) -> list[list[Frame]]:
@@ -217,7 +219,7 @@ def _check_progress(cassette: Cassette, era: str | None) -> list[Finding]:
         if item.get("method") != "notifications/progress" or not isinstance(item.get("params"), dict):
             continue
         token, progress = item["params"].get("progressToken"), item["params"].get("progress")
-        if not isinstance(progress, (int, float)):
+        if not isinstance(progress, (int, float)) or not usable_id(token):  # no token ties it to others
             continue
         if token in last and progress <= last[token]:
             found.append(Finding(frame.seq, "progress-not-increasing", f"progress {progress} for token {token!r} after {last[token]}"))
@@ -339,9 +341,11 @@ def _check_task_states(cassette: Cassette, era: str | None) -> list[Finding]:
                 continue
             key = (frame.direction, task.get("taskId"))
             status = task.get("status")
+            if not usable_id(key[1]):  # no id ties it to a task
+                continue
             if key in final and status != final[key]:
                 found.append(Finding(frame.seq, "task-states", f"task {_shown(key[1])} is {_shown(status)} after it was {final[key]}"))
-            elif status in TERMINAL_TASK_STATES:
+            elif isinstance(status, str) and status in TERMINAL_TASK_STATES:
                 final[key] = status
     return found
 
@@ -366,4 +370,4 @@ _CHECKS = (_check_batches, _check_version_header, _check_get_streams, _check_eve
 
 def _shown(value: Any) -> str:
     """A JSON value as JSON (a null id is `null`, not Python's None)."""
-    return encode(value).decode("utf-8", "replace")
+    return wire_form(value).decode()

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from tapes.cassette.frames import Frame
-from tapes.wire.jsonrpc import encode, items
+from tapes.wire.jsonrpc import items, wire_form
 from tapes.wire.oauth import SECRET_FIELDS, redact_body, redact_credentials, redact_url
 
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie")
@@ -215,7 +215,7 @@ class Redactor:
                 changed |= self._redact_at(value[key], rest)
             else:
                 secret = value[key]
-                value[key] = self.placeholder(secret if isinstance(secret, str) else encode(secret).decode())
+                value[key] = self.placeholder(secret if isinstance(secret, str) else wire_form(secret).decode())
                 changed = True
         return changed
 

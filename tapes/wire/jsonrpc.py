@@ -71,7 +71,7 @@ _ESCAPING = json.JSONEncoder(separators=(",", ":"))  # ASCII: a lone surrogate a
 
 
 def wire_form(message: Any) -> bytes:
-    """The bytes a recorded message stands for: its canonical encoding, or when it has none (a
+    """The bytes a recorded message (or a part of one) stands for: its canonical encoding, or when it has none (a
     lone surrogate, which a JSON Lines cassette keeps as the wire had it, as a \\u escape; msgpack's
     bytes, which JSON has no form for) its `plain` JSON in ASCII."""
     try:

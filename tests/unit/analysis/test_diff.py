@@ -298,6 +298,13 @@ def test_schema_changes_are_classified(new: Any, rules: dict[str, str], kind: st
         (kind, severity)]
 
 
+def test_a_schema_whose_properties_or_required_are_of_the_wrong_shape_has_none() -> None:
+    # required holding an object was unhashable in a set; properties as a list had no keys()
+    odd = {**SCHEMA, "properties": [{"city": {}}], "required": [["city"], {"a": 1}]}
+    assert sorted((kind, delta.path) for delta, _, kind in schema_changes(SCHEMA, odd, _input_rules, "/s")) == [
+        ("property removed", "/s/properties/city"), ("property removed", "/s/properties/days")]
+
+
 def test_tool_surface_changes_in_a_session() -> None:
     def listing(tools: list[dict[str, Any]]) -> list[tuple[str, Any]]:
         return [("c", req(2, "tools/list")), ("s", res(2, {"tools": tools}))]

@@ -3,6 +3,7 @@ cassettes (clean, or with the findings explained)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -163,6 +164,12 @@ def test_progress_not_increasing() -> None:
     assert rules(stdio_cassette(*handshake(), ("c", call), progress(1), progress(2.5), done)) == []
 
 
+def test_progress_tokens_that_are_objects_or_arrays_tie_no_progress() -> None:
+    # an unhashable token was a TypeError; no MCP token is one
+    odd = [("s", note("notifications/progress", {"progressToken": [1], "progress": value})) for value in (2, 1)]
+    assert [rule for _, rule in rules(stdio_cassette(*handshake(), *odd))] == ["shape", "shape"]  # the schema says so
+
+
 def test_before_initialize() -> None:
     client, answer, done = handshake()
     assert rules(stdio_cassette(client, ("c", LIST), answer, done, ("s", LISTED))) == [(2, "before-initialize")]
@@ -199,6 +206,23 @@ def test_task_states() -> None:
     other = forward + [("c", req(5, "tasks/get", {"taskId": "t-2"})), ("s", res(5, task("working", "t-2"))),
                        ("s", req(0, "tasks/get", {"taskId": "t-1"})), ("c", res(0, task("working")))]
     assert rules(stdio_cassette(*handshake("2025-11-25"), *other)) == []
+
+
+@pytest.mark.parametrize("odd", [{"taskId": {"a": 1}, "status": "completed"}, {"taskId": "t-1", "status": {"a": 1}},
+                                 {"taskId": "t-1", "status": "\udfff"}])
+def test_task_ids_and_states_of_any_json_are_read(odd: dict[str, Any]) -> None:
+    # an object was unhashable (TypeError); a lone surrogate (JSON Lines holds one) was a UnicodeEncodeError
+    answers = [("s", res(2, {"task": task("completed")})), ("s", note("notifications/tasks/status", odd)),
+               ("s", note("notifications/tasks/status", odd))]
+    found = lint(stdio_cassette(*handshake("2025-11-25"), ("c", req(2, "tools/call", {"name": "x"})), *answers))
+    messages = [f.message for f in found if f.rule == "task-states"]
+    assert messages == ([] if isinstance(odd["taskId"], dict) else [f'task "t-1" is {json.dumps(odd["status"], separators=(",", ":"))} after it was completed'] * 2)
+
+
+def test_bytes_in_a_message_are_checked_as_text() -> None:
+    # a msgpack cassette can hold bytes in a message: the SDK types raised UnicodeDecodeError on them
+    call = req(2, "tools/call", {"name": "echo", "arguments": {"blob": b"\x98"}})
+    assert rules(stdio_cassette(*handshake(), ("c", call), ("s", res(2, {"content": [{"type": "text", "text": b"\x98"}]})))) == []
 
 
 def test_task_messages_are_shaped_by_the_2025_11_25_schema() -> None:

@@ -69,6 +69,14 @@ def test_json_paths_with_wildcards_in_messages_and_batches() -> None:
     assert request["params"]["arguments"]["password"] == "hunter2"  # the input is left as it was
 
 
+def test_a_secret_that_is_no_string_is_redacted_whatever_it_holds() -> None:
+    # one holding a lone surrogate (JSON Lines keeps one) or msgpack bytes could not be encoded: a traceback
+    redactor = Redactor(RedactionRules.default(json_paths=["params.a", "params.b", "params.c"]))
+    message = {"jsonrpc": "2.0", "method": "x", "params": {"a": ["\udfff"], "b": {"k": b"\x00"}, "c": ["\udfff"]}}
+    redacted, changed = redactor.message(message)
+    assert changed and redacted["params"] == {"a": "<redacted:1>", "b": "<redacted:2>", "c": "<redacted:1>"}
+
+
 def test_a_message_without_the_paths_is_returned_unchanged() -> None:
     redactor = Redactor(RedactionRules.default(json_paths=["params.token", "params.list.3"]))
     message = {"jsonrpc": "2.0", "method": "x", "params": {"list": [1, 2]}}
