@@ -43,7 +43,7 @@ from tapes.replay.polls import POLL_METHODS, TASK_PARAM, TASK_STATUS
 from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, items
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, params_of
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
@@ -381,7 +381,7 @@ def _message_label(message: Any) -> tuple[str, str]:
     kind = classify(message)
     if kind is MessageType.NOTIFICATION:
         if message["method"] == "notifications/progress":
-            params = message.get("params") or {}
+            params = params_of(message)
             total = f"/{_text(params.get('total'), 12)}" if "total" in params else ""
             return kind.value, f"progress {_text(params.get('progress'), 12)}{total}"
         return kind.value, message["method"]

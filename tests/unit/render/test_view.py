@@ -79,6 +79,13 @@ def test_values_json_cannot_carry_still_make_a_valid_page() -> None:
     assert rows[1]["body"]["message"]["result"]["text"] == "lone \ud800 surrogate"
 
 
+def test_progress_with_params_as_an_array_is_drawn() -> None:
+    # params may be an array (JSON-RPC allows it): an AttributeError in the row's label
+    frames = [message(1, S2C, {"jsonrpc": "2.0", "method": "notifications/progress", "params": [{"progress": 1}]})]
+    assert model_of(render_page(Cassette(Header("stdio", {}), frames), "a.tape"))["sides"][0]["rows"][0]["what"] == \
+        "progress null"
+
+
 def test_a_huge_frame_is_cut_in_the_details_but_its_row_is_whole() -> None:
     big = {"jsonrpc": "2.0", "id": 1, "result": {"text": "x" * (4 * DETAIL_LIMIT)}}
     page = render_page(Cassette(Header("stdio", {}), [message(1, S2C, big)]), "big.tape")
