@@ -3,6 +3,7 @@ adapters, so it is the one module of `tapes` allowed to import them."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -86,6 +87,11 @@ def _hold_standard_streams() -> None:
             os.set_inheritable(os.open(os.devnull, os.O_RDWR), True)
         if getattr(sys, name) is None:  # Python found it closed at start
             setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 - for the whole run
+    for text in (sys.stdout, sys.stderr):
+        # A JSON Lines cassette may hold a lone surrogate (JSON can, UTF-8 cannot): shown as its
+        # \u escape, as everywhere else, instead of failing the output half-way.
+        if isinstance(text, io.TextIOWrapper):
+            text.reconfigure(errors="backslashreplace")
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

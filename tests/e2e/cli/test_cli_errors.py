@@ -70,3 +70,25 @@ def test_a_ctrl_c_while_a_command_reads_is_exit_130_without_click_s_aborted(comm
         os.close(writer)
     assert reader.returncode == 130, err
     assert b"Aborted" not in err and b"Traceback" not in err and out == b""
+
+
+SURROGATE_CASSETTE = "\n".join(json.dumps(record) for record in [  # json.dumps writes the lone surrogate as \ud800
+    {"mcp-tapes": 1, "transport": "stdio", "server": {"command": ["server"]}, "created": "2026-01-01T00:00:00+00:00",
+     "tool": "t", "labels": {"note": "\udfff"}},
+    *({"seq": seq, "t": 0.0, "dir": "c2s", "ch": "stdio", "kind": "message",
+       "msg": {"jsonrpc": "2.0", "id": "\ud800", "method": "tools/call", "params": {"name": "a\ud800"}}} for seq in (1, 2)),
+    {"seq": 3, "t": 0.1, "dir": "s2c", "ch": "stdio", "kind": "message", "msg": {"jsonrpc": "2.0", "id": 1, "result": "\ud800"}},
+]) + "\n"
+
+
+@pytest.mark.parametrize("command", [["show"], ["diff", "--format", "text"], ["diff", "--format", "json"],
+                                     ["diff", "--format", "markdown"], ["lint"], ["lint", "--format", "sarif"]])
+def test_a_lone_surrogate_in_a_cassette_is_printed_as_its_escape(command: list[str], tmp_path: Path) -> None:
+    # JSON Lines can hold one, UTF-8 cannot: it stopped the output with a UnicodeEncodeError
+    cassette = tmp_path / "odd.jsonl"
+    cassette.write_text(SURROGATE_CASSETTE)
+    other = [str(CASSETTES / "notes-stdio-2025-06-18.tape")] if command[0] == "diff" else []
+    run = subprocess.run([*TAPES, command[0], str(cassette), *other, *command[1:]], capture_output=True, timeout=60,
+                         env={**os.environ, "COLUMNS": "200"})
+    assert b"Traceback" not in run.stderr and run.returncode in (0, 1), run.stderr
+    assert b"\\ud800" in run.stdout or b"\\\\ud800" in run.stdout
