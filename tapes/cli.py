@@ -74,7 +74,11 @@ def _listen_address(text: str) -> tuple[str, int]:
 @click.version_option(__version__, prog_name="tapes")
 def main() -> None:
     """Record MCP sessions into cassettes and replay them as a deterministic mock server."""
+    from tapes.cassette.store import RECURSION
+
     _hold_standard_streams()
+    # show, view, diff, lint and redact walk messages recursively, as deep as a cassette nests them
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION))
 
 
 def _hold_standard_streams() -> None:

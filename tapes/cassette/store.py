@@ -42,7 +42,7 @@ from tapes.cassette.capture import CAPTURE_KEY, CaptureFramer, first_bytes_of_a_
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.wire.eras import STATELESS_VERSION_KEY
-from tapes.wire.jsonrpc import MessageType, classify
+from tapes.wire.jsonrpc import MessageType, classify, deeper_than
 
 FORMAT_VERSION = 2  # what the msgpack writer writes
 JSONL_VERSION = 1  # the JSON Lines layout has not changed
@@ -50,6 +50,11 @@ READABLE_VERSIONS = (1, 2)
 MAGIC = "mcp-tapes"  # first key of the header object
 JSONL_SUFFIX = ".jsonl"
 STDOUT = "-"  # as an output path: standard output, where a cassette goes as JSON Lines
+MAX_NESTING = 1024
+"""How many levels of arrays and objects a frame's record holds at most: what msgpack's reader
+allows (deeper is not valid msgpack to it), and JSON Lines is held to the same. Code that walks
+frames recursively needs about this many Python frames per frame it walks (`RECURSION`)."""
+RECURSION = 4 * MAX_NESTING  # for a walk of a frame at MAX_NESTING that takes up to three calls per level
 
 
 def is_jsonl_path(path: str | os.PathLike[str]) -> bool:
@@ -880,6 +885,9 @@ def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[t
                     return
                 problem = "nested too deeply" if isinstance(error, RecursionError) else error
                 raise CassetteError(f"{name}: byte {start} (line {number}) is not valid JSON ({problem})") from None
+            if line.count(b"[") + line.count(b"{") > MAX_NESTING and deeper_than(record, MAX_NESTING):
+                raise CassetteError(f"{name}: byte {start} (line {number}) nests arrays and objects deeper than "
+                                    f"{MAX_NESTING} levels, which no cassette holds")
             yield number, start, record
             records += 1
     except OSError as error:

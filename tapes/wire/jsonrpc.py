@@ -260,7 +260,7 @@ def read_json(payload: bytes) -> tuple[Any, Refusal | None]:
     except RecursionError:
         return None, Refusal(PARSE_ERROR, "nested too deeply to read")
     # Both checks only when the bytes allow the problem: most payloads skip them.
-    if payload.count(b"[") + payload.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+    if payload.count(b"[") + payload.count(b"{") > MAX_DEPTH and deeper_than(value, MAX_DEPTH):
         return None, Refusal(INVALID_REQUEST, f"nested deeper than {MAX_DEPTH} levels")
     if _SURROGATE_ESCAPE.search(payload):
         try:
@@ -270,7 +270,8 @@ def read_json(payload: bytes) -> tuple[Any, Refusal | None]:
     return value, None
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest in `value` more than `limit` levels (breadth first: no recursion)."""
     level = [value]
     for _ in range(limit):
         level = [child for parent in level for child in (parent.values() if type(parent) is dict else parent)

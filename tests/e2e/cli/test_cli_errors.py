@@ -92,3 +92,29 @@ def test_a_lone_surrogate_in_a_cassette_is_printed_as_its_escape(command: list[s
                          env={**os.environ, "COLUMNS": "200"})
     assert b"Traceback" not in run.stderr and run.returncode in (0, 1), run.stderr
     assert b"\\ud800" in run.stdout or b"\\\\ud800" in run.stdout
+
+
+def _deepest_cassette() -> bytes:
+    """A msgpack cassette whose messages nest as deep as a cassette can (`MAX_NESTING` levels)."""
+    import msgpack
+
+    from tapes.cassette.store import MAX_NESTING, Header
+
+    deep = b"\x91" * (MAX_NESTING - 2) + msgpack.packb("x")  # in a frame array and a message
+    request = b"\x84" + b"".join(map(msgpack.packb, ["jsonrpc", "2.0", "id", 1, "method", "tools/call", "params"])) + deep
+    result = b"\x83" + b"".join(map(msgpack.packb, ["jsonrpc", "2.0", "id", 1, "result"])) + deep
+    return (msgpack.packb(Header("stdio", {"command": ["server"]}).record())
+            + b"\x96\x01" + msgpack.packb(0.0) + b"\x00\xa5stdio\x00" + request
+            + b"\x96\x02" + msgpack.packb(0.1) + b"\x01\x00\x00" + result)
+
+
+@pytest.mark.parametrize("command", [["show"], ["view", "-o", "-"], ["diff", "SELF"], ["lint", "--security"],
+                                     ["redact", "--redact-path", "params.x", "-o", "OUT.jsonl"], ["export", "-o", "OUT.jsonl"]])
+def test_messages_nested_as_deep_as_a_cassette_holds_are_read(command: list[str], tmp_path: Path) -> None:
+    # walking them took more than Python's default 1000 frames: RecursionError
+    cassette = tmp_path / "deep.tape"
+    cassette.write_bytes(_deepest_cassette())
+    arguments = [str(cassette) if part == "SELF" else str(tmp_path / "out.jsonl") if part == "OUT.jsonl" else part
+                 for part in command[1:]]
+    run = subprocess.run([*TAPES, command[0], str(cassette), *arguments], capture_output=True, timeout=120)
+    assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr[-2000:]

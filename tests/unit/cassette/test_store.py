@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from tapes.cassette.store import (
     FORMAT_VERSION,
+    MAX_NESTING,
     Cassette,
     CassetteError,
     CassetteWriter,
@@ -108,6 +111,36 @@ def test_what_msgpack_cannot_hold_outside_a_message_is_one_sentence(cassette: Ca
     with pytest.raises(CassetteError, match=r"^out: (its header|frame \d+) cannot be written as msgpack") as error:
         dump(cassette, io.BytesIO(), jsonl=False, name="out")
     _assert_one_sentence(str(error.value))
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_json_lines_nest_no_deeper_than_msgpack_can() -> None:
+    # a record is one level, its message another: a frame holds MAX_NESTING levels in either format
+    def jsonl(levels: int) -> bytes:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "m", "params": _nested(levels - 2)}
+        frame = {"seq": 1, "t": 0.0, "dir": "c2s", "ch": "stdio", "kind": "message", "msg": message}
+        return b"".join(json.dumps(line).encode() + b"\n" for line in (EVERY_KIND_HEADER.record(1), frame))
+
+    def packed(levels: int) -> bytes:  # [seq, t, dir, ch, kind, message]: the array is a level too
+        params = b"\x91" * (levels - 2) + msgpack.packb("x")
+        message = b"\x84" + b"".join(map(msgpack.packb, ["jsonrpc", "2.0", "id", 1, "method", "m", "params"])) + params
+        return msgpack.packb(EVERY_KIND_HEADER.record()) + b"\x96\x01" + msgpack.packb(0.0) + b"\x00\xa5stdio\x00" + message
+
+    for content in (jsonl(MAX_NESTING), packed(MAX_NESTING)):
+        assert loads(content).frames[0].message["params"] == _nested(MAX_NESTING - 2)
+    deep = jsonl(MAX_NESTING + 1)
+    with pytest.raises(CassetteError) as error:
+        loads(deep, "deep.jsonl")
+    assert str(error.value) == (f"deep.jsonl: byte {deep.index(b'\n') + 1} (line 2) nests arrays and objects deeper than "
+                                f"{MAX_NESTING} levels, which no cassette holds")
+    with pytest.raises(CassetteError, match="is not valid msgpack"):
+        loads(packed(MAX_NESTING + 1), "deep.tape")
 
 
 def test_every_write_is_flushed(tmp_path: Path) -> None:
