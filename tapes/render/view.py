@@ -43,7 +43,7 @@ from tapes.replay.polls import POLL_METHODS, TASK_PARAM, TASK_STATUS
 from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, items, params_of
+from tapes.wire.jsonrpc import MessageType, classify, encode, items, params_of, plain
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row
 DETAIL_LIMIT = 64_000  # characters of one frame's JSON kept for the details panel; the rest is cut
@@ -429,14 +429,14 @@ def _body(frame: Frame) -> bytes:
     except (TypeError, ValueError):  # bytes in the message or info, a lone surrogate, bytes not UTF-8
         body: dict[str, Any] = {}
         if frame.message is not None:
-            body["message"] = _jsonable(frame.message)
+            body["message"] = _finite(plain(frame.message))
         if frame.data is not None:
             try:
                 body["data"] = frame.data.decode("utf-8")
             except UnicodeDecodeError:
                 body["data (base64)"] = base64.b64encode(frame.data).decode("ascii")
         if frame.info is not None:
-            body["info"] = _jsonable(frame.info)
+            body["info"] = _finite(plain(frame.info))
         line = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "backslashreplace")
     if len(line) > DETAIL_LIMIT:
         text = line.decode("utf-8", "replace")
@@ -446,17 +446,14 @@ def _body(frame: Frame) -> bytes:
     return line
 
 
-def _jsonable(value: Any) -> Any:
-    """`value` as plain JSON: the page's data must parse with JSON.parse, so no NaN, and msgpack's
-    bytes become text."""
-    if isinstance(value, dict):
-        return {str(key): _jsonable(member) for key, member in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(member) for member in value]
-    if isinstance(value, float) and not math.isfinite(value):
+def _finite(value: Any) -> Any:
+    """Plain JSON as the page's JSON.parse takes it: NaN and the infinities as text."""
+    if type(value) is dict:
+        return {key: _finite(member) for key, member in value.items()}
+    if type(value) is list:
+        return [_finite(member) for member in value]
+    if type(value) is float and not math.isfinite(value):
         return str(value)
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes: {base64.b64encode(value[:DETAIL_LIMIT]).decode('ascii')}>"
     return value
 
 
