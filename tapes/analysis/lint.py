@@ -7,6 +7,7 @@ the wire rules (batches, headers, streams, ids, progress, ordering) are checked 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -66,13 +67,11 @@ def lint(cassette: Cassette) -> list[Finding]:
 
 
 def _messages(frames: list[Frame]) -> Iterator[tuple[Frame, dict[str, Any]]]:
-    """Each message of the frames, as `plain` JSON (what is checked against the schemas is JSON: a
-    msgpack cassette may hold bytes in a message)."""
     for frame in frames:
         if frame.message is not None:
             for item in items(frame.message):
                 if isinstance(item, dict):
-                    yield frame, plain(item)
+                    yield frame, item
 
 
 def _sessions(cassette: Cassette) -> list[list[Frame]]:
@@ -103,10 +102,11 @@ def _check_version_header(cassette: Cassette, era: str | None) -> list[Finding]:
     if era not in HEADER_ERAS or cassette.header.transport == STDIO:
         return []
     found = []
+    initialized_after = _initialize_answered_at(cassette)
     for frame, body in _http_requests(cassette):
         if any(item.get("method") == "initialize" for item in body) or _is_legacy_endpoint(frame):
             continue
-        if not _after_initialize(cassette, frame):
+        if frame.seq <= initialized_after:  # made before initialize was answered
             continue
         value = header((frame.info or {}).get("headers"), "mcp-protocol-version")
         if value is None:
@@ -120,12 +120,18 @@ def _is_legacy_endpoint(frame: Frame) -> bool:
     return (frame.info or {}).get("method") == "GET" and (frame.info or {}).get("path", "").split("?")[0].endswith("/sse")
 
 
-def _after_initialize(cassette: Cassette, request_head: Frame) -> bool:
-    """Whether an initialize result arrived before this request was made."""
-    initialize_ids = {item["id"] for frame, item in _messages(cassette.frames)
-                      if frame.seq < request_head.seq and frame.from_client and item.get("method") == "initialize"}
-    return any(not frame.from_client and "result" in item and item.get("id") in initialize_ids
-               for frame, item in _messages(cassette.frames) if frame.seq < request_head.seq)
+def _initialize_answered_at(cassette: Cassette) -> float:
+    """The seq after which an initialize request and its result had both been seen (infinity when
+    none was answered): a request made later is made after initialize. Worked out in one pass, not
+    once per request (that was quadratic in the exchanges of a long HTTP recording)."""
+    asked: dict[Any, int] = {}  # initialize request id -> the seq it was first sent at
+    results: list[tuple[Any, int]] = []
+    for frame, item in _messages(cassette.frames):
+        if frame.from_client and item.get("method") == "initialize" and "id" in item:
+            asked[item["id"]] = min(asked.get(item["id"], frame.seq), frame.seq)
+        elif not frame.from_client and "result" in item:
+            results.append((item.get("id"), frame.seq))
+    return min((max(asked[answered], seq) for answered, seq in results if answered in asked), default=math.inf)
 
 
 def _check_get_streams(cassette: Cassette, era: str | None) -> list[Finding]:
@@ -258,6 +264,7 @@ def _check_shapes(cassette: Cassette, era: str | None) -> list[Finding]:
     pending: dict[tuple[Direction, Any], str] = {}  # (requester, id) -> method
     augmented: set[tuple[Direction, Any]] = set()  # requests that asked to run as a task
     for frame, item in _messages(cassette.frames):
+        item = plain(item)  # what the SDK's types check is JSON: a msgpack cassette may hold bytes in a message
         kind, params = classify(item), item.get("params")
         check: Callable[[], Any] | None = None
         what = ""
