@@ -187,6 +187,17 @@ def test_shape_uses_the_sdk_types_of_the_negotiated_version() -> None:
                                                   ("shape", "elicitation/create result: not part of protocol version 2024-11-05")]
 
 
+def test_a_message_too_deep_for_the_sdk_types_is_a_shape_finding() -> None:
+    # the SDK writes back what it validated, and pydantic's serializer stops at a depth: a ValueError
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    call = req(2, "tools/call", {"name": "echo", "arguments": {}})
+    found = lint(stdio_cassette(*handshake(), ("c", call), ("s", res(2, {"content": [], "structuredContent": {"a": deep}}))))
+    assert [(f.seq, f.rule) for f in found] == [(5, "shape")]
+    assert "the SDK's types cannot check it" in found[0].message
+
+
 def task(state: str, task_id: str = "t-1") -> dict[str, Any]:
     return {"taskId": task_id, "status": state, "createdAt": "2026-01-01T00:00:00Z",
             "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttl": 60000, "pollInterval": 1000}
