@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tapes.wire.jsonrpc import wire_form
+from tapes.wire.jsonrpc import encode, wire_form
 
 
 class Direction(StrEnum):
@@ -78,12 +78,22 @@ class Frame:
 
     @property
     def payload(self) -> bytes:
-        """The bytes this frame carried (without stdio's line terminator)."""
+        """The bytes this frame carried (without stdio's line terminator). Raises TypeError or
+        ValueError for a message that has no JSON form (bytes in it, a lone surrogate), which a
+        replay must refuse."""
         if self.data is not None:
             return self.data
         if self.message is not None:  # a MESSAGE frame, or an SSE event carrying one
-            return wire_form(self.message)
+            return encode(self.message)
         return b""
+
+    @property
+    def shown_payload(self) -> bytes:
+        """`payload` for what shows or converts a cassette instead of replaying it: a message
+        without a JSON form as `wire_form` writes it."""
+        if self.data is None and self.message is not None:
+            return wire_form(self.message)
+        return self.payload
 
     @property
     def from_client(self) -> bool:

@@ -83,7 +83,7 @@ def redact_cassette(cassette: Cassette, redactor: Redactor, hook: FrameHook | No
 
 def _keep_existing_placeholders(cassette: Cassette, redactor: Redactor) -> None:
     for frame in cassette.frames:
-        seen = frame.payload + (repr(frame.info).encode() if frame.info else b"")
+        seen = frame.shown_payload + (repr(frame.info).encode() if frame.info else b"")
         for found in _PLACEHOLDER.finditer(seen):
             redactor.keep(found[0].decode(), int(found[1]))
 

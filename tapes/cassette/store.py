@@ -380,7 +380,7 @@ def _as_bytes(frame: Frame) -> Frame:
     """The frame with its message replaced by the bytes it stands for: a MESSAGE frame becomes RAW,
     an SSE event stays one (with those bytes as its data)."""
     kind = Kind.SSE_EVENT if frame.kind is Kind.SSE_EVENT else Kind.RAW
-    return Frame(frame.seq, frame.t, frame.direction, frame.channel, kind, None, frame.payload, frame.info)
+    return Frame(frame.seq, frame.t, frame.direction, frame.channel, kind, None, frame.shown_payload, frame.info)
 
 
 def _open_for_writing(path: str | os.PathLike[str], mode: str, name: str | None = None, **options: Any) -> Any:

@@ -102,7 +102,7 @@ def _request(head: Frame, body_frames: list[Frame], origin: str) -> dict[str, An
     if not path.startswith(("http://", "https://")):  # a reverse-proxy recording keeps the path only
         host = header(fields, "host")
         path = (f"{origin.partition('://')[0] or 'http'}://{host}" if host else origin) + path
-    body = b"".join(frame.payload for frame in body_frames)
+    body = b"".join(frame.shown_payload for frame in body_frames)
     request: dict[str, Any] = {
         "method": info.get("method", "GET"),
         "url": path,
@@ -125,8 +125,8 @@ def _query(url: str) -> str:
 
 def _body(frame: Frame) -> bytes:
     if frame.kind is not Kind.SSE_EVENT:
-        return frame.payload
-    return encode_event(recorded_event(frame.payload.decode("utf-8", "replace"), frame.info or {}))
+        return frame.shown_payload
+    return encode_event(recorded_event(frame.shown_payload.decode("utf-8", "replace"), frame.info or {}))
 
 
 def _response(head: Frame | None, body_frames: list[Frame]) -> dict[str, Any]:

@@ -360,7 +360,7 @@ class _Diagram:
                 self.event_ids.append([row, _text(event_id, 200)])
             if info.get("event") == "endpoint":
                 channel.legacy = True
-                self.links.session_found(channel, legacy_session_id(frame.payload.decode("utf-8", "replace")))
+                self.links.session_found(channel, legacy_session_id(frame.shown_payload.decode("utf-8", "replace")))
             self.links.sse_event(frame, row)
             if frame.message is None:
                 data = (frame.data or b"").decode("utf-8", "replace")
