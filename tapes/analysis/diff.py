@@ -14,7 +14,7 @@ neither, e.g. a different result value).
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
@@ -148,31 +148,41 @@ def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | No
         if tag == "equal":
             pairs += zip(old[i1:i2], new[j1:j2], strict=True)
             continue
-        rest = list(new[j1:j2])
+        rest = _by_key(new[j1:j2])
+        paired: set[int] = set()
         for step in old[i1:i2]:
-            twin = next((candidate for candidate in rest if candidate.key == step.key), None)
-            if twin is None:
-                pairs.append((step, None))
-            else:
-                rest.remove(twin)
-                pairs.append((step, twin))
-        pairs += [(None, step) for step in rest]
+            twins = rest.get(step.key)
+            twin = twins.popleft() if twins else None
+            if twin is not None:
+                paired.add(id(twin))
+            pairs.append((step, twin))
+        pairs += [(None, step) for step in new[j1:j2] if id(step) not in paired]
     return _pair_moved(pairs)
+
+
+def _by_key(steps: list[Step]) -> dict[tuple[str, str], deque[Step]]:
+    """The steps with each key, in order: the next twin of a key is found at once (a scan of the
+    other side per step made diffs of long sessions quadratic)."""
+    found: dict[tuple[str, str], deque[Step]] = defaultdict(deque)
+    for step in steps:
+        found[step.key].append(step)
+    return found
 
 
 def _pair_moved(pairs: list[tuple[Step | None, Step | None]]) -> list[tuple[Step | None, Step | None]]:
     """A step found on one side only in one stretch and its twin on the other side only in
     another stretch moved: e.g. a client's close of a subscription racing its next request. They
     pair up, in order, where the old one was."""
-    added = [(index, after) for index, (before, after) in enumerate(pairs) if before is None and after is not None]
+    added: dict[tuple[str, str], deque[tuple[int, Step]]] = defaultdict(deque)
+    for index, (before, after) in enumerate(pairs):
+        if before is None and after is not None:
+            added[after.key].append((index, after))
     moved: set[int] = set()
     for index, (before, after) in enumerate(pairs):
-        if after is None and before is not None:
-            twin = next(((other, step) for other, step in added if step.key == before.key), None)
-            if twin is not None:
-                added.remove(twin)
-                moved.add(twin[0])
-                pairs[index] = (before, twin[1])
+        if after is None and before is not None and added.get(before.key):
+            other, twin = added[before.key].popleft()
+            moved.add(other)
+            pairs[index] = (before, twin)
     return [pair for index, pair in enumerate(pairs) if index not in moved]
 
 
