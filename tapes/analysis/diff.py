@@ -401,7 +401,8 @@ def print_report(report: DiffReport, console: Any) -> None:
 
 def markdown(report: DiffReport) -> str:
     """The report as Markdown, for a pull-request comment."""
-    out = [f"### tapes diff: `{report.old_name}` ({report.old_era or 'unknown'}) → `{report.new_name}` ({report.new_era or 'unknown'})",
+    out = [f"### tapes diff: `{report.old_name}` ({_md_cell(report.old_era or 'unknown')}) → `{report.new_name}` "
+           f"({_md_cell(report.new_era or 'unknown')})",
            "", f"**{_verdict(report)}**", ""]
     for section in _SECTIONS:
         changes = [change for change in report.changes if change.section == section]
@@ -422,4 +423,7 @@ def markdown(report: DiffReport) -> str:
 
 
 def _md_cell(text: str) -> str:
+    """Text from a cassette as the text of a table cell: no column break, code span or HTML tag of its
+    own (a PR comment renders tags such as <img> or <details>)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ").replace("`", "\\`")

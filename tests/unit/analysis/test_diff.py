@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tapes.cassette.store import Cassette, load
-from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, schema_changes
+from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, markdown, schema_changes
 from tapes.analysis.normalize import Noise, session, wire_facts
 from tapes.cassette.frames import Kind
 
@@ -405,3 +405,13 @@ def test_a_post_s_framing_is_told_by_its_media_type_whatever_its_case() -> None:
 
     mis_cased = Cassette(cassette.header, [shouted(frame) for frame in cassette.frames])
     assert wire_facts(mis_cased)["POST answered with"] == wire_facts(cassette)["POST answered with"] == ["202 Accepted", "JSON", "SSE"]
+
+
+def test_markdown_renders_no_tag_a_cassette_holds() -> None:
+    # for a pull-request comment, which renders HTML tags such as <img> and <details>
+    hostile = "<img src=x onerror=alert(1)>"
+    old = stdio_cassette(*handshake(hostile), *call(2, hostile, {}, "a"))
+    new = stdio_cassette(*handshake("2025-06-18"), *call(2, hostile, {}, "b|`c`"))
+    text = markdown(diff_cassettes(old, new))
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "b\\|\\`c\\`" in text
