@@ -646,6 +646,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
     from tapes.analysis.lint import RULES
     from tapes.analysis.lint import lint as lint_cassette
     from tapes.cassette.store import is_jsonl_file, load
+    from tapes.wire.text import printable
 
     if baseline and not security:
         raise UserError("--baseline only applies with --security")
@@ -678,9 +679,10 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
     else:
         for path, (cassette, findings) in results.items():
             era = cassette.protocol_version
-            click.echo(f"{path} ({era or 'unknown protocol'}): {len(findings) or 'no'} finding{'s' * (len(findings) != 1)}")
+            click.echo(printable(f"{path} ({era or 'unknown protocol'}): {len(findings) or 'no'} finding"
+                                 f"{'s' * (len(findings) != 1)}"))
             for finding in findings:
-                click.echo(f"  {finding.describe()}")
+                click.echo(f"  {printable(finding.describe())}")
     sys.exit(int(any(findings for _, findings in results.values())))
 
 

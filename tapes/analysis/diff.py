@@ -22,6 +22,7 @@ from typing import Any
 from tapes.analysis.normalize import Noise, Session, Step, session
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import MISSING, Difference, differences
+from tapes.wire.text import printable
 
 BREAKING = "breaking"
 COMPATIBLE = "compatible"
@@ -396,7 +397,7 @@ def print_report(report: DiffReport, console: Any) -> None:
     from rich.text import Text
 
     for style, line in text_lines(report):
-        console.print(Text(line, style=style), highlight=False)
+        console.print(Text(printable(line), style=style), highlight=False)
 
 
 def markdown(report: DiffReport) -> str:
@@ -425,5 +426,5 @@ def markdown(report: DiffReport) -> str:
 def _md_cell(text: str) -> str:
     """Text from a cassette as the text of a table cell: no column break, code span or HTML tag of its
     own (a PR comment renders tags such as <img> or <details>)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("|", "\\|").replace("\n", " ").replace("`", "\\`")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    return printable(text).replace("|", "\\|").replace("`", "\\`")

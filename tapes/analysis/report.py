@@ -12,6 +12,7 @@ from typing import Any
 from tapes import __version__
 from tapes.analysis.lint import Finding
 from tapes.cassette.frames import Frame
+from tapes.wire.text import printable
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # Secrets and rug pulls are errors; the rest asks for a look.
@@ -46,7 +47,7 @@ def github_annotations(located: Located, rules: dict[str, str]) -> list[str]:
                 properties.append(f"line={lines[finding.seq]}")
             properties.append(f"title={_escape(f'tapes lint: {finding.rule}', property_value=True)}")
             message = f"frame {finding.seq}: {finding.message} ({rules[finding.rule]})"
-            commands.append(f"::{_level(finding.rule)} {','.join(properties)}::{_escape(message)}")
+            commands.append(f"::{_level(finding.rule)} {','.join(properties)}::{_escape(printable(message))}")
     return commands
 
 

@@ -31,6 +31,7 @@ from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.cassette.store import Cassette, Header
 from tapes.wire.eras import STATELESS_VERSION_KEY
 from tapes.wire.jsonrpc import MessageType, classify, items
+from tapes.wire.text import printable  # every cell goes through it: cassettes are untrusted
 
 ARROWS = {Direction.CLIENT_TO_SERVER: "C→S", Direction.SERVER_TO_CLIENT: "S→C"}
 _CHUNK = 1000  # rows per console.print: output streams, memory stays flat
@@ -55,9 +56,6 @@ _KIND_STYLES = {Kind.RAW: Style(color="red"), Kind.STDERR: Style(color="yellow",
 _DIM = Style(dim=True)
 _PLAIN = Style()
 
-# Cassettes are untrusted: no control character (ESC sequences, newlines, C1 controls) of theirs
-# reaches the terminal; every cell goes through _clean.
-_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
 
 
 def print_timeline(cassette: Cassette, width: int | None = None, console: Console | None = None) -> None:
@@ -130,9 +128,9 @@ def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> Table:
     grid.add_column(style="bold", min_width=len("recorded by"))  # the footer lines up with the header
     grid.add_column()
     for name, value in rows:
-        grid.add_row(name, Text(_clean(value)))  # Text: no markup parsing of cassette content
+        grid.add_row(name, Text(printable(value)))  # Text: no markup parsing of cassette content
     for warning in warnings:
-        grid.add_row(Text("warning", style="bold yellow"), Text(_clean(warning), style="yellow"))
+        grid.add_row(Text("warning", style="bold yellow"), Text(printable(warning), style="yellow"))
     return grid
 
 
@@ -189,7 +187,7 @@ class _Layout:
         room = 0 if complete else 1
         self.seq = max(len(str(max(seqs))), len(str(min(seqs))), 1, room * _MORE_SEQ)
         self.time = max(len(_offset(max(times))), len(_offset(min(times))), 4, room * _MORE_TIME)
-        self.channel = min(max([len("channel"), room * _MORE_CHANNEL, *map(cell_len, map(_clean, channels))]), _MAX_CHANNEL)
+        self.channel = min(max([len("channel"), room * _MORE_CHANNEL, *map(cell_len, map(printable, channels))]), _MAX_CHANNEL)
         fixed = self.seq + self.time + 3 + self.channel + 5  # 5 single-space gutters
         self.what = min(_MAX_WHAT, max(len("what"), (width - fixed) * 2 // 5))
         self.summary = max(_MIN_SUMMARY, width - fixed - self.what)
@@ -221,9 +219,9 @@ class _Rows:
                 Segment(_offset(frame.t).rjust(time_width), _DIM),
                 Segment(" "),
                 Segment(ARROWS[frame.direction], _DIRECTION_STYLES[frame.direction]),
-                Segment(" " + _fit(_clean(frame.channel), channel_width) + " "),
-                Segment(_fit(_clean(what), what_width), style),
-                Segment(" " + _fit(_clean(summary), summary_width).rstrip()),
+                Segment(" " + _fit(printable(frame.channel), channel_width) + " "),
+                Segment(_fit(printable(what), what_width), style),
+                Segment(" " + _fit(printable(summary), summary_width).rstrip()),
             ]
             yield from Segment.adjust_line_length(row, options.max_width, pad=False) if too_narrow else row
             yield Segment.line()
@@ -238,10 +236,6 @@ def _fit(text: str, width: int) -> str:
     if cell_len(text) > width:
         return set_cell_size(text, width - 1) + "…"
     return set_cell_size(text, width)
-
-
-def _clean(text: str) -> str:
-    return text.translate(_CONTROLS)
 
 
 # --- what a frame is ------------------------------------------------------------------------

@@ -118,3 +118,18 @@ def test_messages_nested_as_deep_as_a_cassette_holds_are_read(command: list[str]
                  for part in command[1:]]
     run = subprocess.run([*TAPES, command[0], str(cassette), *arguments], capture_output=True, timeout=120)
     assert run.returncode == 0 and b"Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("output_format", ["text", "github"])
+def test_lint_prints_no_control_character_a_cassette_holds(output_format: str, tmp_path: Path) -> None:
+    # a notification's method with an ESC sequence (set the title, clear the screen) was echoed as it was
+    records = [{"mcp-tapes": 1, "transport": "stdio", "server": {"command": ["server"]},
+                "created": "2026-01-01T00:00:00+00:00", "tool": "t"},
+               {"seq": 1, "t": 0.0, "dir": "c2s", "ch": "stdio", "kind": "message",
+                "msg": {"jsonrpc": "2.0", "id": 1, "method": "notifications/\x1b]0;pwned\x07\x1b[2J"}}]
+    cassette = tmp_path / "esc.jsonl"
+    cassette.write_text("".join(json.dumps(record) + "\n" for record in records))
+    run = subprocess.run([*TAPES, "lint", str(cassette), "--format", output_format], capture_output=True, timeout=60)
+    assert run.returncode == 1, run.stderr
+    assert b"\x1b" not in run.stdout and b"\x07" not in run.stdout
+    assert b"notifications/\\x1b]0;pwned\\x07\\x1b[2J sent with id 1" in run.stdout

@@ -3,13 +3,15 @@ sessions for alignment, noise, era folds and the tool-surface classification."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from tapes.cassette.store import Cassette, load
-from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, markdown, schema_changes
+from tapes.analysis.diff import BREAKING, COMPATIBLE, _input_rules, _output_rules, diff_cassettes, markdown, print_report, schema_changes
 from tapes.analysis.normalize import Noise, session, wire_facts
 from tapes.cassette.frames import Kind
 
@@ -415,3 +417,16 @@ def test_markdown_renders_no_tag_a_cassette_holds() -> None:
     text = markdown(diff_cassettes(old, new))
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "b\\|\\`c\\`" in text
+
+
+def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:
+    # an ESC sequence in a tool name would set the terminal's title, or clear it
+    hostile = "\x1b]0;pwned\x07\x1b[2J"
+    old = stdio_cassette(*handshake(), *call(2, hostile, {}, "a"))
+    new = stdio_cassette(*handshake(), *call(2, hostile, {}, "b"))
+    report = diff_cassettes(old, new)
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=200))
+    for text in (out.getvalue(), markdown(report)):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "\\x1b]0;pwned\\x07\\x1b[2J" in text
