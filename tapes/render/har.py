@@ -17,7 +17,7 @@ from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
 from tapes.wire.http import header
-from tapes.wire.sse import encode_event, recorded_event
+from tapes.wire.sse import event_text, recorded_event
 
 HAR_VERSION = "1.2"
 HTTP_VERSION = "HTTP/1.1"  # a cassette keeps heads, not the protocol version; the recorders speak 1.1
@@ -126,7 +126,8 @@ def _query(url: str) -> str:
 def _body(frame: Frame) -> bytes:
     if frame.kind is not Kind.SSE_EVENT:
         return frame.shown_payload
-    return encode_event(recorded_event(frame.shown_payload.decode("utf-8", "replace"), frame.info or {}))
+    event = recorded_event(frame.shown_payload.decode("utf-8", "replace"), frame.info or {})
+    return event_text(event).encode("utf-8", "backslashreplace")  # a lone surrogate (JSON Lines) as its escape
 
 
 def _response(head: Frame | None, body_frames: list[Frame]) -> dict[str, Any]:

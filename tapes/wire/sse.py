@@ -146,8 +146,13 @@ class SSEParser:
 
 
 def encode_event(event: SSEEvent) -> bytes:
-    """The wire form of an event: `id`, `event`, `retry`, then one `data:` line per data line and
-    a blank line (a priming event: `id:` plus an empty `data:` line)."""
+    """The wire form of an event: its `event_text` in UTF-8."""
+    return event_text(event).encode()
+
+
+def event_text(event: SSEEvent) -> str:
+    """An event as an event stream has it: `id`, `event`, `retry`, then one `data:` line per data
+    line and a blank line (a priming event: `id:` plus an empty `data:` line)."""
     lines = []
     if event.id is not None:
         lines.append(f"id: {event.id}")
@@ -157,7 +162,7 @@ def encode_event(event: SSEEvent) -> bytes:
         lines.append(f"retry: {event.retry}")
     if event.has_data or event.data:
         lines.extend(f"data: {line}" if line else "data:" for line in event.data.split("\n"))
-    return ("\n".join(lines) + "\n\n").encode()
+    return "\n".join(lines) + "\n\n"
 
 
 def recorded_event(data: str, info: Mapping[str, Any]) -> SSEEvent:

@@ -51,3 +51,10 @@ def test_a_host_that_is_no_host_still_gives_the_url_and_its_query() -> None:
 def test_a_server_url_that_is_no_url_leaves_the_path_as_recorded() -> None:
     cassette = Cassette(dataclasses.replace(HEADER, server={"url": "http://[oops/mcp"}), [request_head()])
     assert to_har(cassette, "a.tape")["log"]["entries"][0]["request"]["url"] == "/mcp"
+
+
+def test_an_sse_event_id_with_a_lone_surrogate_is_written_as_its_escape() -> None:
+    event = Frame(2, 0.0, Direction.SERVER_TO_CLIENT, "http:1", Kind.SSE_EVENT, data=b"x",
+                  info={"id": "e\ud800", "event": None, "retry": None})
+    log = json.loads(har_text(Cassette(HEADER, [request_head(), event]), "a.tape"))["log"]
+    assert log["entries"][0]["response"]["content"]["text"] == "id: e\\ud800\ndata: x\n\n"
