@@ -210,6 +210,10 @@ def cassettes(draw: st.DrawFn) -> tuple[bytes, str]:
                       draw(_info(kind, values, texts)))
         assert frame_problem(frame.seq, frame.t, frame.channel, frame.kind, frame.message, frame.data, frame.info) is None, frame
         frames.append(frame)
+    if transport == "http" and draw(st.booleans()):  # each exchange opened by its request head, as recorded
+        heads = [Frame(0, 0.0, C2S, channel, Kind.HTTP_REQUEST, info=draw(_info(Kind.HTTP_REQUEST, values, texts)))
+                 for channel in dict.fromkeys(frame.channel for frame in frames)]
+        frames = heads + frames
     server = draw(st.sampled_from([{"command": ["python", "s.py"]}, {"url": "http://127.0.0.1:9/mcp"}, {}]))
     created = draw(st.sampled_from(["2026-01-01T00:00:00.000000+00:00", "yesterday", ""]))
     header = Header(transport, server, created=created, labels=draw(st.dictionaries(texts, texts, max_size=1)))
