@@ -420,12 +420,13 @@ _CASSETTE_FORMATS = click.Choice(["jsonl", "msgpack"])
 def _write_cassette(cassette: Any, output: str, output_format: str | None, default: str) -> None:
     """Write to the file `output` in the format its name says (NAME.jsonl, NAME.tape; otherwise
     `default`), or to stdout for `-`; an explicit `output_format` wins."""
-    from tapes.cassette.store import JSONL_SUFFIX, STDOUT, dump, save
+    from tapes.cassette.store import JSONL_SUFFIX, STDOUT, dump, replacing, save
 
     if output_format is None:
         output_format = "jsonl" if output.endswith(JSONL_SUFFIX) else "msgpack" if output.endswith(".tape") else default
     if output != STDOUT:
-        save(cassette, output, jsonl=output_format == "jsonl")
+        # beside it first: a cassette that cannot be written in this format leaves no half file, nor an emptied old one
+        replacing(output, lambda scratch: save(cassette, scratch, jsonl=output_format == "jsonl", name=output))
         return
     try:
         dump(cassette, sys.stdout.buffer, jsonl=output_format == "jsonl", name="stdout")

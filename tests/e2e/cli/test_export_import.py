@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -41,3 +42,18 @@ def test_cli_error_is_one_line_without_traceback(tmp_path: Path, damage: str) ->
     assert result.stderr.startswith("tapes: error: ")
     assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n")
     assert "Traceback" not in result.stderr
+
+
+def test_a_cassette_the_format_cannot_hold_leaves_the_output_as_it_was(tmp_path: Path) -> None:
+    # a lone surrogate in a JSON Lines header has no msgpack form: the import stopped after it had
+    # emptied the output
+    source, output = tmp_path / "a.jsonl", tmp_path / "b.tape"
+    header = {"mcp-tapes": 1, "transport": "stdio", "server": {}, "created": "2026-01-01T00:00:00+00:00", "tool": "t",
+              "labels": {"note": "\ud800"}}
+    source.write_text(json.dumps(header) + "\n")
+    output.write_bytes(b"what was there")
+    result = _tapes("import", source, "-o", output)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"tapes: error: {output}: its header cannot be written as msgpack")
+    assert output.read_bytes() == b"what was there"
+    assert sorted(tmp_path.iterdir()) == sorted([source, output])  # no scratch file left beside it
