@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tapes.wire.http import media_type
-from tapes.wire.jsonrpc import parse
+from tapes.wire.jsonrpc import MAX_DEPTH, deeper_than, parse
 
 # Values that are credentials wherever they appear in an OAuth body or redirect (RFC 6749, 7591,
 # 7521/7523 assertions, 8693 token exchange, OpenID Connect).
@@ -53,11 +53,15 @@ def form_fields(body: bytes) -> list[tuple[str, str]] | None:
 
 
 def json_document(body: bytes) -> Any:
-    """The JSON value of a body, or None when it is not JSON."""
+    """The JSON value of a body, or None when it is not JSON, or nested deeper than MAX_DEPTH: no
+    authorization document is, and walking one that deep (to redact it) would recurse too deep."""
     try:
-        return json.loads(body)
+        document = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and deeper_than(document, MAX_DEPTH):
+        return None
+    return document
 
 
 def encode_document(value: Any) -> bytes:

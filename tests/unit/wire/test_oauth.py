@@ -39,6 +39,14 @@ def test_json_secrets_are_hidden_at_any_depth() -> None:
                         "registration_access_token": "<3>", "client_id": "c1"}
 
 
+def test_a_json_body_nested_deeper_than_any_document_is_kept_byte_for_byte() -> None:
+    # redacting walked it recursively: a RecursionError in `tapes redact` for a raw body 6000 levels deep
+    body = b"[" * 6000 + b'{"access_token": "AT"}' + b"]" * 6000
+    assert redact_body("application/json", body, _hide) == body
+    shallow = b"[" * 100 + b'{"access_token": "AT"}' + b"]" * 100
+    assert b'"<2>"' in redact_body("application/json", shallow, _hide)
+
+
 def test_other_bodies_are_kept_byte_for_byte() -> None:
     assert redact_body("text/plain", b"code=abc", _hide) == b"code=abc"
     assert redact_body(FORM, b"grant_type=client_credentials", _hide) == b"grant_type=client_credentials"
