@@ -270,3 +270,12 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(path.stem for path in CASSETTES.glob("*.tape")) + ["example/weather"])
 def test_real_cassettes_lint_clean_or_with_explained_findings(name: str) -> None:
     assert rules(load(CASSETTES / f"{name}.tape")) == EXPECTED.get(name, [])
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError,
+                   reason="lint splits off the authorization flow with tapes/replay/oauth.py, whose _exchange reads "
+                          "the strict Frame.payload (not this change's to fix: tapes/replay)")
+def test_an_http_message_with_bytes_is_linted() -> None:
+    http = Http()
+    http.exchange("POST", req(1, "tools/call", {"name": "t", "arguments": {"blob": b"\x00"}}), answer=[res(1, {})])
+    assert rules(http.cassette()) == []
