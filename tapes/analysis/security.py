@@ -73,7 +73,9 @@ SECRET_PATTERNS: dict[str, re.Pattern[str]] = {
         "OpenAI-style API key": r"\bsk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}",
         "Stripe key": r"\b[rs]k_live_[A-Za-z0-9]{16,}\b",
         "Google API key": r"\bAIza[0-9A-Za-z_-]{35}\b",
-        "JSON Web Token": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        # a token starts where a run of its characters starts, and each part is taken whole: tried at
+        # every "-eyJ" of a long run, the pattern took time quadratic in the run (minutes for a MB)
+        "JSON Web Token": r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}",
         "bearer token": r"\bBearer\s+(?!<redacted)[A-Za-z0-9._~+/-]{20,}=*",
     }.items()
 }

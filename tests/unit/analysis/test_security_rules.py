@@ -63,3 +63,13 @@ def test_a_tool_listed_twice_is_judged_as_listed_last() -> None:
     fixed = {"name": "t", "description": "Fine.", "inputSchema": {}}
     assert rules(security_lint(cassette(result(1, tools=[fixed]), result(2, tools=[poisoned])))) == [(2, "instruction-tag")]
     assert security_lint(cassette(result(1, tools=[poisoned]), result(2, tools=[fixed]))) == []
+
+
+def test_a_json_web_token_is_found_where_a_run_of_its_characters_starts() -> None:
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    texts = [f"Bearer {token}", f"token={token}&next=1", f"{token}", "-eyJ" * 100_000 + ".x"]
+    found = security_lint(cassette(*(Frame(seq, 0.0, S2C, "stdio", Kind.STDERR, data=text.encode())
+                                     for seq, text in enumerate(texts, 1))))
+    # the last is no token, however many starts it seems to have (each was tried: quadratic)
+    assert [(f.seq, f.message.split(" (")[0]) for f in found if f.message.startswith("JSON Web Token")] == [
+        (seq, "JSON Web Token at bytes") for seq in (1, 2, 3)]
