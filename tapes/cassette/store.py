@@ -131,24 +131,35 @@ class Cassette:
         """The version the session negotiated: the result of the client's initialize request, or
         for stateless (2026-07-28+) sessions the version in a request's `_meta` (not that of
         server/discover, which asks what the server supports)."""
-        initialize_ids = []
+        watch = VersionWatch()
         for frame in self.frames:
-            message = frame.message
-            if type(message) is not dict:  # initialize never travels in a batch
-                continue
-            if frame.from_client:
-                method = message.get("method")
-                if method == "initialize" and "id" in message:
-                    initialize_ids.append(message["id"])
-                elif method != "server/discover" and "id" in message:
-                    version = _stateless_version(message)
-                    if version is not None:
-                        return version
-            elif "result" in message and message.get("id") in initialize_ids:
-                version = message["result"].get("protocolVersion") if type(message["result"]) is dict else None
-                if isinstance(version, str):
-                    return version
-        return None
+            if watch.see(frame):
+                break
+        return watch.version
+
+
+class VersionWatch:
+    """`Cassette.protocol_version` worked out frame by frame, as the frames stream past."""
+
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self._initialize_ids: set[Any] = set()  # a set: a cassette may hold any number of unanswered ones
+
+    def see(self, frame: Frame) -> bool:
+        """Take the next frame into account; whether the version is known."""
+        message = frame.message
+        if self.version is not None or type(message) is not dict:  # initialize never travels in a batch
+            return self.version is not None
+        if frame.from_client:
+            method = message.get("method")
+            if method == "initialize" and "id" in message:
+                self._initialize_ids.add(message["id"])
+            elif method != "server/discover" and "id" in message:
+                self.version = _stateless_version(message)
+        elif "result" in message and message.get("id") in self._initialize_ids:
+            version = message["result"].get("protocolVersion") if type(message["result"]) is dict else None
+            self.version = version if isinstance(version, str) else None
+        return self.version is not None
 
 
 def _stateless_version(request: dict[str, Any]) -> str | None:

@@ -28,8 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tapes.cassette.frames import Direction, Frame, Kind
-from tapes.cassette.store import Cassette, Header
-from tapes.wire.eras import STATELESS_VERSION_KEY
+from tapes.cassette.store import Cassette, Header, VersionWatch
 from tapes.wire.jsonrpc import MessageType, classify, items
 from tapes.wire.text import printable  # every cell goes through it: cassettes are untrusted
 
@@ -79,7 +78,7 @@ def print_frames(
     frames = iter(frames)
     chunk = list(islice(frames, _CHUNK))
     complete = len(chunk) < _CHUNK
-    protocol = ProtocolWatch()
+    protocol = VersionWatch()
     for frame in chunk:
         protocol.see(frame)
     summary: list[tuple[str, str]] = []
@@ -132,34 +131,6 @@ def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> Table:
     for warning in warnings:
         grid.add_row(Text("warning", style="bold yellow"), Text(printable(warning), style="yellow"))
     return grid
-
-
-class ProtocolWatch:
-    """The protocol version a session negotiated (see `Cassette.protocol_version`), worked out as
-    its frames stream past: only the frames that can decide it are kept, and that property
-    decides on them."""
-
-    def __init__(self) -> None:
-        self.version: str | None = None
-        self._deciding: list[Frame] = []
-        self._initialize_ids: list[Any] = []
-
-    def see(self, frame: Frame) -> None:
-        message = frame.message
-        if self.version is not None or type(message) is not dict:
-            return
-        if frame.from_client:
-            if message.get("method") == "initialize" and "id" in message:
-                self._initialize_ids.append(message["id"])
-            else:
-                params = message.get("params")
-                meta = params.get("_meta") if type(params) is dict else None
-                if "id" not in message or type(meta) is not dict or STATELESS_VERSION_KEY not in meta:
-                    return
-        elif "result" not in message or message.get("id") not in self._initialize_ids:
-            return
-        self._deciding.append(frame)
-        self.version = Cassette(Header("", {}), self._deciding).protocol_version
 
 
 def server_text(server: dict[str, Any]) -> str:

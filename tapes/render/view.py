@@ -37,8 +37,8 @@ from typing import Any, BinaryIO
 
 from tapes.analysis.diff import DiffReport
 from tapes.cassette.frames import STDIO, Frame, Kind
-from tapes.cassette.store import Cassette, Header, gc_paused
-from tapes.render.show import ProtocolWatch, compact, describe, message_what, server_text
+from tapes.cassette.store import Cassette, Header, VersionWatch, gc_paused
+from tapes.render.show import compact, describe, message_what, server_text
 from tapes.replay.polls import POLL_METHODS, TASK_PARAM, TASK_STATUS
 from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
@@ -227,7 +227,7 @@ class _Diagram:
         self.channels: dict[str, _Channel] = {}
         self.links = _Links(self)
         self.rows = 0
-        self.protocol = ProtocolWatch()
+        self.protocol = VersionWatch()
         self.previous: _Channel | None = None  # the channel of the row before, if it was a POST's head
         self._new_chunk()
 

@@ -20,6 +20,7 @@ from tapes.cassette.store import (
     Cassette,
     CassetteError,
     CassetteWriter,
+    VersionWatch,
     dump,
     frame_from_record,
     frame_record,
@@ -447,6 +448,17 @@ def test_protocol_version_from_a_stateless_request_meta() -> None:
         _meta_request(4, "tools/list", "2026-07-28"),
     ]
     assert Cassette(EVERY_KIND_HEADER, frames).protocol_version == "2026-07-28"
+
+
+def test_protocol_version_after_any_number_of_unanswered_initialize_requests() -> None:
+    # each was kept and walked again for every later frame (show, view) or result (the property): quadratic
+    asked = [_message(seq, C2S, {"jsonrpc": "2.0", "id": seq, "method": "initialize"}) for seq in range(1, 20_001)]
+    answers = [_message(20_000 + seq, S2C, {"jsonrpc": "2.0", "id": seq, "result": "no version"}) for seq in range(1, 20_001)]
+    last = _message(40_001, S2C, {"jsonrpc": "2.0", "id": 20_000, "result": {"protocolVersion": "2025-06-18"}})
+    frames = [*asked, *answers, last]
+    watch = VersionWatch()
+    assert [seq for seq, frame in enumerate(frames, 1) if watch.see(frame)] == [40_001]
+    assert Cassette(EVERY_KIND_HEADER, frames).protocol_version == watch.version == "2025-06-18"
 
 
 def test_protocol_version_unknown() -> None:
