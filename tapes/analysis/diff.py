@@ -143,9 +143,18 @@ def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | No
     """Pairs of steps that ask the same thing, in order; a step found on one side only is paired
     with None. Within a stretch the two sides do differently, steps with the same key still pair up
     in order, and so does a step that moved to another stretch."""
-    matcher = SequenceMatcher(None, [step.key for step in old], [step.key for step in new], autojunk=False)
-    pairs: list[tuple[Step | None, Step | None]] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    # The stretches both begin and end with asking the same pair up at once: SequenceMatcher takes
+    # time quadratic in a run of one key (a session calling one tool 4000 times took seconds).
+    head = 0
+    while head < min(len(old), len(new)) and old[head].key == new[head].key:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail].key == new[-1 - tail].key:
+        tail += 1
+    old_keys, new_keys = [step.key for step in old[head:len(old) - tail]], [step.key for step in new[head:len(new) - tail]]
+    pairs: list[tuple[Step | None, Step | None]] = list(zip(old[:head], new[:head], strict=True))
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
+        i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
         if tag == "equal":
             pairs += zip(old[i1:i2], new[j1:j2], strict=True)
             continue
@@ -158,6 +167,7 @@ def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | No
                 paired.add(id(twin))
             pairs.append((step, twin))
         pairs += [(None, step) for step in new[j1:j2] if id(step) not in paired]
+    pairs += zip(old[len(old) - tail:], new[len(new) - tail:], strict=True)
     return _pair_moved(pairs)
 
 

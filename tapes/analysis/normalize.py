@@ -223,7 +223,9 @@ class _Builder:
         self.era = cassette.protocol_version
         self.session = Session(self.era, _transport_name(cassette), [], [])
         self.open: dict[Any, Step] = {}  # client request id -> its step, until answered
-        self.pending: list[Step] = []  # open steps, oldest first
+        # open steps by identity, oldest first: a list searched by equality made thousands of
+        # concurrent requests quadratic (each compared whole)
+        self.pending: dict[int, Step] = {}
         self.by_token: dict[Any, Step] = {}
         self.asks: dict[Any, Ask] = {}  # server→client request id -> the ask it is
         self.retries: dict[Any, Step] = {}  # requestState (or request key) -> the step waiting for its retry
@@ -379,7 +381,8 @@ class _Builder:
 
     def track(self, request_id: Any, step: Step, frame: Frame) -> None:
         self.open[request_id] = step
-        self.pending.append(step)
+        self.pending.pop(id(step), None)  # a poll folded into its step makes the step the newest again
+        self.pending[id(step)] = step
         if frame.channel != STDIO:
             self.channel_steps.setdefault(frame.channel, []).append(step)
 
@@ -428,9 +431,8 @@ class _Builder:
     def owner_of_server_request(self, frame: Frame) -> Step | None:
         # On HTTP a server→client request rides the stream of the request it serves; elsewhere
         # (stdio, the GET stream) the newest pending request is the one the server is busy with.
-        on_channel = [step for step in self.channel_steps.get(frame.channel, []) if step in self.pending]
-        candidates = on_channel or self.pending
-        return candidates[-1] if candidates else None
+        on_channel = [step for step in self.channel_steps.get(frame.channel, []) if id(step) in self.pending]
+        return on_channel[-1] if on_channel else next(reversed(self.pending.values()), None)
 
     def response(self, message: _Message) -> None:
         item = message.item
@@ -440,8 +442,7 @@ class _Builder:
         step = self.open.pop(item.get("id"), None)
         if step is None:
             return
-        if step in self.pending:
-            self.pending.remove(step)
+        self.pending.pop(id(step), None)
         step.seqs.append(message.frame.seq)
         if step.cancelled:
             return

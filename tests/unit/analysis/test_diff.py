@@ -144,6 +144,18 @@ def test_an_extra_request_does_not_shift_the_rest() -> None:
     assert report.changes[0].frames == ((), (6, 7))
 
 
+def test_a_long_run_of_one_tool_pairs_call_by_call() -> None:
+    # the common beginning and end are paired before SequenceMatcher, which is quadratic in such a run
+    old = stdio_cassette(*handshake(), *(message for n in range(2, 502) for message in call(n, "t", {"n": n}, "ok")))
+    new = stdio_cassette(*handshake(), *(message for n in range(2, 502) for message in call(n, "t", {"n": n}, "ok")),
+                         *call(502, "extra", {}, "x"))
+    changed = [message for n in range(2, 502) for message in call(n, "t", {"n": n}, "ok" if n != 300 else "no")]
+    assert diff_cassettes(old, old).matched == 501
+    assert [(change.kind, change.subject) for change in diff_cassettes(old, new).changes] == [("added", "tools/call extra")]
+    report = diff_cassettes(old, stdio_cassette(*handshake(), *changed))
+    assert [(change.subject, change.frames) for change in report.changes] == [("tools/call t", ((600, 601), (600, 601)))]
+
+
 def test_a_step_that_moved_is_still_the_same_step() -> None:
     old = stdio_cassette(*handshake(), *call(2, "a", {}, "A"), *call(3, "b", {}, "B"), *call(4, "c", {}, "C"))
     new = stdio_cassette(*handshake(), *call(2, "b", {}, "B"), *call(3, "a", {}, "A"), *call(4, "c", {}, "C"))
