@@ -25,12 +25,13 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tapes.cassette.frames import Frame, Kind
 from tapes.replay.http_rules import replayed_headers
+from tapes.replay.index import checked_payload
 from tapes.replay.outcomes import Unmatched
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import encode, parse
@@ -104,16 +105,24 @@ def mcp_paths(frames: Sequence[Frame]) -> set[str]:
     return paths
 
 
-def _exchange(frames: list[Frame]) -> AuthExchange | None:
+def _flow_exchange(frames: list[Frame], mcp: set[str]) -> AuthExchange | None:
+    """The exchange as the flow's, or None when it is not one: an MCP exchange (on an MCP path, not
+    refused for its credentials), whose messages the sessions replay; or one without both heads."""
     request = next((f for f in frames if f.kind is Kind.HTTP_REQUEST), None)
     response = next((f for f in frames if f.kind is Kind.HTTP_RESPONSE), None)
     if request is None or response is None:
         return None
-    sent = b"".join(f.payload for f in frames if f.from_client and f.kind in (Kind.MESSAGE, Kind.RAW))
-    received = b"".join(f.payload for f in frames if not f.from_client and f.kind in (Kind.MESSAGE, Kind.RAW))
     info, answer = request.info or {}, response.info or {}
-    return AuthExchange(request.channel, info.get("method", "GET"), info.get("path", "/"), info.get("headers") or [],
-                        sent, answer.get("status", 200), answer.get("headers") or [], received)
+    heads = AuthExchange(request.channel, info.get("method", "GET"), info.get("path", "/"), info.get("headers") or [],
+                         b"", answer.get("status", 200), answer.get("headers") or [], b"")
+    if heads.path in mcp and not heads.refusal:
+        return None
+    return replace(heads, request_body=_body(frames, from_client=True), body=_body(frames, from_client=False))
+
+
+def _body(frames: list[Frame], *, from_client: bool) -> bytes:
+    """What one side sent on an exchange; a message without a JSON form is the cassette's damage (CassetteError)."""
+    return b"".join(checked_payload(f) for f in frames if f.from_client is from_client and f.kind in (Kind.MESSAGE, Kind.RAW))
 
 
 class AuthFlow:
@@ -138,8 +147,7 @@ class AuthFlow:
                 by_channel.setdefault(frame.channel, []).append(frame)
         flow_channels: dict[str, AuthExchange] = {}
         for channel, exchange_frames in by_channel.items():
-            exchange = _exchange(exchange_frames)
-            if exchange is not None and (exchange.refusal or exchange.path not in mcp):
+            if (exchange := _flow_exchange(exchange_frames, mcp)) is not None:
                 flow_channels[channel] = exchange
         if recorded_origin is None and flow_channels:
             host = header(next(iter(flow_channels.values())).request_headers, "host")

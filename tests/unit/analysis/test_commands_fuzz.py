@@ -351,19 +351,6 @@ def _console() -> Console:
     return Console(file=io.StringIO(), width=100, force_terminal=True)
 
 
-def _without_wire_form_on_http(cassette: Cassette) -> bool:
-    """Whether an HTTP cassette has a message with no JSON form (bytes, a lone surrogate) on an
-    exchange: lint's split of the authorization flow (tapes/replay/oauth.py, not this sweep's to
-    change) reads its strict Frame.payload and raises. test_lint.py holds that failure as an xfail."""
-    for frame in cassette.frames if cassette.header.transport == "http" else ():
-        if frame.message is not None and frame.data is None and frame.channel.startswith("http:"):
-            try:
-                frame.payload
-            except (TypeError, ValueError):
-                return True
-    return False
-
-
 @contextmanager
 def recursion_as_in_the_cli() -> Iterator[None]:
     """The recursion the CLI allows (tapes.cli.main), so that walks as deep as a frame nests work."""
@@ -388,8 +375,7 @@ def _commands(cassette: Cassette, other: Cassette, name: str) -> None:
         markdown(report)
         print_report(report, _console())
         _check_page(render_diff(report, old, new))
-    protocol = [] if _without_wire_form_on_http(cassette) else lint(cassette)
-    findings = sorted(protocol + security_lint(cassette, other), key=lambda finding: (finding.seq, finding.rule))
+    findings = sorted(lint(cassette) + security_lint(cassette, other), key=lambda finding: (finding.seq, finding.rule))
     rules = RULES | SECURITY_RULES
     for finding in findings:
         finding.describe().encode("utf-8", "backslashreplace")
