@@ -38,7 +38,7 @@ from tapes.cassette.http_framer import (
     HttpFramer,
 )
 from tapes.cassette.redact import RedactionRules, Redactor
-from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
+from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
 from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
 from tapes.wire.http import header
@@ -258,8 +258,8 @@ class _CassetteSink:
                 continue  # keep taking what the proxy captures, so it never waits on us
             try:
                 frames = scrubbed(frames, self._before_record)
-            except Exception as error:  # the user's hook
-                self._fail(f"the before-record hook failed ({error!r:.200})")
+            except HookFailed as error:
+                self._fail(str(error))
                 continue
             try:
                 self._writer.write(frames)  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ import msgpack
 
 from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head, exit_record
 from tapes.cassette.redact import RedactionRules, Redactor
-from tapes.cassette.scrub import FrameHook, hook_label, scrubbed
+from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
 from tapes.cassette.stdio_framer import Stream
 from tapes.cassette.store import Cassette, CassetteError, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
@@ -105,8 +105,8 @@ def _finish(output: str, header: Header, rules: RedactionRules, before_record: F
     except CassetteError as error:
         _say(f"{error}; the cassette keeps the raw capture of the session")
         return False
-    except Exception as error:  # the user's hook
-        _say(f"the before-record hook failed ({error!r:.200}); {output} keeps the raw capture, not scrubbed")
+    except HookFailed as error:
+        _say(f"{error}; {output} keeps the raw capture, not scrubbed")
         return False
     return True
 

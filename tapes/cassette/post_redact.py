@@ -18,7 +18,7 @@ from urllib.parse import unquote_plus
 
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.redact import Redactor
-from tapes.cassette.scrub import FrameHook, hook_label
+from tapes.cassette.scrub import FrameHook, hook_label, run_hook
 from tapes.cassette.store import Cassette
 from tapes.wire.http import header
 
@@ -63,12 +63,10 @@ def redact_cassette(cassette: Cassette, redactor: Redactor, hook: FrameHook | No
     for frame in cassette.frames:
         redacted = _redacted_frame(frame, redactor, note, content_types)
         if hook is not None:
-            scrubbed = hook(redacted)
+            scrubbed = run_hook(hook, redacted)
             if scrubbed is None:
                 note(f"{hook_label(hook)} (dropped)", frame.seq)
                 continue
-            if not isinstance(scrubbed, Frame):
-                raise TypeError(f"the before-record hook returned {type(scrubbed).__name__}, not a Frame or None")
             if scrubbed != redacted:
                 note(f"{hook_label(hook)} (changed)", frame.seq)
             redacted = scrubbed

@@ -14,7 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tapes.cassette.frames import Frame
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.cassette.store import frame_problem
 from tapes.errors import UserError
 
 FrameHook = Callable[[Frame], Frame | None]
@@ -71,15 +72,33 @@ def hook_label(hook: FrameHook) -> str:
     return f"hook:{getattr(hook, '__module__', '?')}:{getattr(hook, '__qualname__', '?')}"
 
 
+class HookFailed(UserError):
+    """The user's before-record hook raised, or gave back what is no frame: one sentence naming the frame."""
+
+
+def run_hook(hook: FrameHook, frame: Frame) -> Frame | None:
+    """What the hook makes of `frame` (None: dropped), checked as a loaded frame is: a hook that
+    raises, returns anything but a Frame or None, or breaks the frame model raises HookFailed
+    (the frame would otherwise be written, and break every reader of the cassette)."""
+    try:
+        changed = hook(frame)
+    except Exception as error:  # the user's code: any exception, told in one sentence
+        raise HookFailed(f"the before-record hook failed on frame {frame.seq} ({error!r:.200})") from None
+    if changed is None:
+        return None
+    if not isinstance(changed, Frame):
+        raise HookFailed(f"the before-record hook returned {type(changed).__name__} for frame {frame.seq}, not a Frame or None")
+    problem = (None if isinstance(changed.direction, Direction) and isinstance(changed.kind, Kind)
+               else "its direction or kind is not a Direction or a Kind")
+    problem = problem or frame_problem(changed.seq, changed.t, changed.channel, changed.kind, changed.message,
+                                       changed.data, changed.info)
+    if problem:
+        raise HookFailed(f"the before-record hook made frame {frame.seq} invalid: {problem}")
+    return changed
+
+
 def scrubbed(frames: Iterable[Frame], hook: FrameHook | None) -> list[Frame]:
-    """The frames as the hook leaves them (all of them when there is no hook)."""
+    """The frames as the hook leaves them (all of them when there is no hook); HookFailed as `run_hook` says."""
     if hook is None:
         return list(frames)
-    kept = []
-    for frame in frames:
-        changed = hook(frame)
-        if changed is not None:
-            if not isinstance(changed, Frame):
-                raise TypeError(f"the before-record hook returned {type(changed).__name__}, not a Frame or None")
-            kept.append(changed)
-    return kept
+    return [changed for frame in frames if (changed := run_hook(hook, frame)) is not None]

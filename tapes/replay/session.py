@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
-from tapes.cassette.scrub import FrameHook
+from tapes.cassette.scrub import FrameHook, run_hook
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.faults import MALFORMED, Fault, FaultAction, FaultPlan
@@ -182,7 +182,7 @@ def scrubbed_live(incoming: Incoming, hook: FrameHook) -> tuple[bytes, Incoming]
     dropping it from the session would leave its sender waiting)."""
     scrubbed = []
     for item in items(incoming.message):
-        frame = hook(Frame(0, 0.0, Direction.CLIENT_TO_SERVER, STDIO, Kind.MESSAGE, item))
+        frame = run_hook(hook, Frame(0, 0.0, Direction.CLIENT_TO_SERVER, STDIO, Kind.MESSAGE, item))
         scrubbed.append(frame.message if frame is not None and frame.message is not None else item)
     message = scrubbed if isinstance(incoming.message, list) else scrubbed[0]
     return encode(message), dataclasses.replace(incoming, message=message)

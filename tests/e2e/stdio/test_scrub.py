@@ -65,3 +65,37 @@ def test_a_bad_hook_is_one_sentence(tmp_path: Path, spec: str, says: str) -> Non
     [line] = done.stderr.decode().splitlines()
     assert line.startswith("tapes: error: before-record hook") and says in line
     assert not (tmp_path / "scrubbed.tape").exists()
+
+
+BROKEN_HOOKS = '''
+from dataclasses import replace
+
+def raises(frame):
+    return {}["missing"] if frame.seq == 3 else frame
+
+def not_a_frame(frame):
+    return "scrubbed"
+
+def breaks_the_frame(frame):
+    return replace(frame, t=float("nan"))
+'''
+
+
+@pytest.mark.parametrize(("hook", "says"), [
+    ("raises", "the before-record hook failed on frame 3 (KeyError('missing'))"),
+    ("not_a_frame", "the before-record hook returned str for frame 1, not a Frame or None"),
+    ("breaks_the_frame", "the before-record hook made frame 1 invalid: its time is nan, not a finite number"),
+])
+def test_a_hook_that_fails_is_one_sentence_and_loses_nothing(tmp_path: Path, hook: str, says: str) -> None:
+    """Recording keeps the raw capture; `tapes redact` leaves its output unwritten (nor a frame the
+    hook broke, which would break every reader of the cassette)."""
+    (tmp_path / "broken.py").write_text(BROKEN_HOOKS)
+    done = record(tmp_path, "--before-record", f"broken:{hook}")
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert f"tapes: error: {says}; scrubbed.tape keeps the raw capture, not scrubbed" in done.stderr.decode()
+    assert len(load(tmp_path / "scrubbed.tape").frames) == len(load(CASSETTES / "example" / "weather.tape").frames)
+
+    redacted = subprocess.run([*TAPES, "redact", str(CASSETTES / "example" / "weather.tape"), "-o", "out.tape",
+                               "--before-record", f"broken:{hook}"], capture_output=True, cwd=tmp_path, timeout=60)
+    assert redacted.returncode == 2 and redacted.stderr.decode() == f"tapes: error: {says}\n"
+    assert not (tmp_path / "out.tape").exists()
