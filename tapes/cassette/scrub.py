@@ -88,10 +88,11 @@ def run_hook(hook: FrameHook, frame: Frame) -> Frame | None:
         return None
     if not isinstance(changed, Frame):
         raise HookFailed(f"the before-record hook returned {type(changed).__name__} for frame {frame.seq}, not a Frame or None")
-    problem = (None if isinstance(changed.direction, Direction) and isinstance(changed.kind, Kind)
-               else "its direction or kind is not a Direction or a Kind")
-    problem = problem or frame_problem(changed.seq, changed.t, changed.channel, changed.kind, changed.message,
-                                       changed.data, changed.info)
+    if not (isinstance(changed.direction, Direction) and isinstance(changed.kind, Kind)):
+        problem: str | None = "its direction or kind is not a Direction or a Kind"
+    else:
+        problem = frame_problem(changed.seq, changed.t, changed.channel, changed.kind, changed.message, changed.data,
+                                changed.info)
     if problem:
         raise HookFailed(f"the before-record hook made frame {frame.seq} invalid: {problem}")
     return changed

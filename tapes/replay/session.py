@@ -27,7 +27,7 @@ from tapes.replay.engine import ReplayEngine
 from tapes.replay.faults import MALFORMED, Fault, FaultAction, FaultPlan
 from tapes.replay.outcomes import Action, Reception, Reply, Report
 from tapes.wire.http import HeaderFields
-from tapes.wire.jsonrpc import INVALID_REQUEST, Incoming, MessageType, classify, encode, items, parse, read_client
+from tapes.wire.jsonrpc import INVALID_REQUEST, Incoming, MessageType, Refusal, classify, encode, items, parse, read_client
 
 
 class ReplaySession:
@@ -75,7 +75,7 @@ class ReplaySession:
         miss, answered with a JSON-RPC error without an id (none could be read)."""
         reason = f"it is {size} bytes long, past the {limit} bytes a replay takes"
         self.engine.note_unmatched(f"a message of {size} bytes", reason)
-        return Reception([], [Reply.error(None, INVALID_REQUEST, f"Invalid Request: {reason}")])
+        return Reception([], [Reply(Refusal(INVALID_REQUEST, reason).reply())])
 
     def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
         return self._noted(self.engine.open(method, target, last_event_id))
