@@ -32,7 +32,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
-from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
 
@@ -162,6 +162,7 @@ class ReplayEngine:
         self._report = Report()
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
+        self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
         self.played_frames: set[int] | None = set() if remember_played else None
@@ -436,6 +437,8 @@ class ReplayEngine:
         else:
             notification = self._matcher.key(item["method"], item.get("params"))
             recorded = self._until(lambda: self._notifications.get(notification))
+            if not recorded and self._handshake_done_unrecorded(item):
+                return None, []
             miss = (item["method"], "the recording has no such notification from the client at this point")
         if not recorded:
             self._miss(*miss)
@@ -551,6 +554,18 @@ class ReplayEngine:
                                  "server (of an initialize era) would")
             return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
         return None
+
+    def _handshake_done_unrecorded(self, notification: dict[str, Any]) -> bool:
+        """A notifications/initialized that the recorded client did not send (a hand-written one
+        may not) is taken as any server takes it, silently, once the handshake was played: noted
+        in the report, not a miss. Matchers that opt out of handshake negotiation opt out of this."""
+        if (notification["method"] != HANDSHAKE_DONE or self._handshake_done_taken
+                or not self._matcher.negotiates_handshake) or not any(
+                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._interactions):
+            return False
+        self._handshake_done_taken = True
+        self._adapted.append(f"{HANDSHAKE_DONE}: taken silently, as any server takes it (the recorded client did not send it)")
+        return True
 
     def _recorded_server_declares(self, capability: str) -> bool:
         """Whether the recorded server declared `capability` (in its initialize or server/discover result)."""

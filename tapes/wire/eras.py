@@ -10,6 +10,7 @@ HEADER_ERAS = ("2025-06-18", "2025-11-25")  # MCP-Protocol-Version on every requ
 STATELESS_VERSION = "2026-07-28"  # from here on: no initialize, no sessions, standard request headers
 STATELESS_ERAS = (STATELESS_VERSION,)
 HANDSHAKE_METHOD = "initialize"  # how a session opens before 2026-07-28
+HANDSHAKE_DONE = "notifications/initialized"  # the client's answer to the initialize result
 LOG_LEVELS = frozenset(("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))  # RFC 5424's, every era
 DISCOVER_METHOD = "server/discover"  # 2026-07-28: what a server supports; a legacy server answers Method not found
 STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # stateless eras: in every request's _meta

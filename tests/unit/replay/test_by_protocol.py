@@ -138,3 +138,34 @@ def test_a_blank_line_the_recorded_client_sent_too_still_releases_what_followed_
     assert [json.loads(action.payload) for action in engine.receive(b"", line=True).actions] == [
         note("notifications/message", {"level": "info", "data": "hi"})]
     assert engine.report.clean
+
+
+WITHOUT_INITIALIZED = recording(
+    ("c", initialize(1, "2025-06-18", {})),
+    ("s", res(1, RECORDED_RESULT)),
+    ("c", req(2, "tools/list")),
+    ("s", res(2, {"tools": []})),
+)
+
+
+def test_an_initialized_notification_the_recorded_client_did_not_send_is_taken_once() -> None:
+    engine = ReplayEngine(WITHOUT_INITIALIZED)
+    assert send(engine, initialize(0, "2025-06-18", {})) == [res(0, RECORDED_RESULT)]
+    assert send(engine, note("notifications/initialized")) == []
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": []})]
+    assert engine.report.clean
+    assert engine.report.adapted == [
+        "notifications/initialized: taken silently, as any server takes it (the recorded client did not send it)"]
+    send(engine, note("notifications/initialized"))  # a second one is no handshake's
+    assert [miss.summary for miss in engine.report.unmatched] == ["notifications/initialized"]
+
+
+def test_an_initialized_notification_before_any_handshake_or_under_exact_matching_is_a_miss() -> None:
+    before = ReplayEngine(WITHOUT_INITIALIZED)
+    send(before, note("notifications/initialized"))
+    exact = ReplayEngine(WITHOUT_INITIALIZED, matcher_named("exact"))
+    send(exact, initialize(0, "2025-06-18", {}))
+    send(exact, note("notifications/initialized"))
+    for engine in (before, exact):
+        assert [miss.summary for miss in engine.report.unmatched] == ["notifications/initialized"]
+        assert engine.report.adapted == []
