@@ -75,13 +75,12 @@ class CaptureFramer:
     def finish(self) -> list[Frame]:
         """Frames for the end of the capture. Without an exit record the recorder was killed, and
         its pipes closed with it: every stream it saw no end of ended for its reader then, and its
-        unterminated last line is kept. (After a normal exit only the client's stdin can be open;
-        it did not end on the wire. Without any record, no server ran: there is nothing to end.)"""
-        if self.exited or not self._seen:
-            return []
+        unterminated last line is kept. After a normal exit only the client's stdin can be open: it
+        did not end on the wire, but its unterminated last line was forwarded, and is kept too.
+        (Without any record, no server ran: there is nothing to end.)"""
         frames: list[Frame] = []
-        for stream in sorted(self._open):
-            frames += self._end(stream)
+        for stream in sorted(self._open) if self._seen else ():
+            frames += self._framer.cut(self._t, stream) if self.exited else self._end(stream)
         return frames
 
     def _end(self, stream: Stream) -> list[Frame]:

@@ -64,7 +64,7 @@ class Frame:
     `message` is the parsed JSON-RPC value of a MESSAGE frame. `data` is bytes exactly as seen:
     the payload of RAW and STDERR frames, and of a MESSAGE frame only when the canonical encoding
     of `message` would not reproduce them. `info` carries kind-specific context (HTTP heads, SSE
-    fields, stream-end reason, exit status; `partial` for a stdio line cut off by end of stream).
+    fields, stream-end reason, exit status; `partial` for a stdio line cut off by the end of its stream or of the recording).
     """
 
     seq: int

@@ -35,14 +35,16 @@ class StdioFramer:
     def end(self, t: float, stream: Stream) -> list[Frame]:
         """The stream reached end of file: its unterminated remainder, then the end itself
         (stderr's end is not a protocol event and gets no frame)."""
-        frames = []
-        rest = self._splitters[stream].finish()
-        if rest is not None:
-            frames.append(self._line_frame(t, stream, rest, partial=True))
+        frames = self.cut(t, stream)
         if stream is not Stream.SERVER_STDERR:
             direction = Direction.CLIENT_TO_SERVER if stream is Stream.CLIENT_STDIN else Direction.SERVER_TO_CLIENT
             frames.append(Frame(self._next_seq(), t, direction, STDIO, Kind.STREAM_END, info={"reason": "eof"}))
         return frames
+
+    def cut(self, t: float, stream: Stream) -> list[Frame]:
+        """The stream's unterminated remainder as a partial line, where it ends or where the recording does."""
+        rest = self._splitters[stream].finish()
+        return [] if rest is None else [self._line_frame(t, stream, rest, partial=True)]
 
     def exit(self, t: float, code: int | None, signal: int | None) -> Frame:
         return Frame(

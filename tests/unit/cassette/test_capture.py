@@ -47,7 +47,8 @@ def test_a_capture_left_by_a_killed_recorder_loads_as_frames() -> None:
     )
 
 
-def test_a_capture_adds_nothing_after_a_normal_exit_or_when_no_server_ran() -> None:
+def test_after_a_normal_exit_a_capture_keeps_the_clients_unended_line_and_ends_nothing() -> None:
+    """The server was given the client's last unterminated bytes: the cassette holds them too."""
     content = _capture(
         _chunk(0.1, Stream.CLIENT_STDIN, b"{}\n{"),  # the client's stdin never ends
         _chunk(0.2, END + Stream.SERVER_STDOUT),
@@ -55,8 +56,13 @@ def test_a_capture_adds_nothing_after_a_normal_exit_or_when_no_server_ran() -> N
         msgpack.packb(exit_record(0.3, 0, None)),
     )
     cassette = loads(content)
-    assert [f.kind for f in cassette.frames] == [Kind.RAW, Kind.STREAM_END, Kind.EXIT]
-    assert cassette.frames[-1].info == {"code": 0, "signal": None}
+    assert [(f.direction, f.kind, f.payload, f.partial) for f in cassette.frames] == [
+        (C2S, Kind.RAW, b"{}", False),
+        (S2C, Kind.STREAM_END, b"", False),
+        (S2C, Kind.EXIT, b"", False),
+        (C2S, Kind.RAW, b"{", True),  # no STREAM_END: the client did not close its stdin
+    ]
+    assert cassette.frames[2].info == {"code": 0, "signal": None}
     assert cassette.warnings == []
     assert loads(_capture()).frames == []
 
