@@ -383,8 +383,17 @@ class CassetteWriter:
 
 
 def _json_frame(frame: Frame) -> bytes:
-    """A frame as one JSON line; raises TypeError or ValueError when it has no JSON form."""
-    return _json_line(_jsonable(frame_record(frame)))
+    """A frame as one JSON line; raises TypeError or ValueError when it has no JSON form. A message
+    nested deeper than a cassette holds is written as the bytes it stands for, as msgpack's is."""
+    line = _json_line(_jsonable(frame_record(frame)))
+    if _may_nest_too_deeply(line) and deeper_than(frame.message, MAX_NESTING - 1):  # the frame's map is a level
+        return _json_line(_jsonable(frame_record(_as_bytes(frame))))
+    return line
+
+
+def _may_nest_too_deeply(line: bytes) -> bool:
+    """Whether a JSON line can nest deeper than MAX_NESTING (a cheap count first: few lines can)."""
+    return line.count(b"[") + line.count(b"{") > MAX_NESTING
 
 
 def _as_bytes(frame: Frame) -> Frame:
@@ -896,7 +905,7 @@ def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[t
                     return
                 problem = "nested too deeply" if isinstance(error, RecursionError) else error
                 raise CassetteError(f"{name}: byte {start} (line {number}) is not valid JSON ({problem})") from None
-            if line.count(b"[") + line.count(b"{") > MAX_NESTING and deeper_than(record, MAX_NESTING):
+            if _may_nest_too_deeply(line) and deeper_than(record, MAX_NESTING):
                 raise CassetteError(f"{name}: byte {start} (line {number}) nests arrays and objects deeper than "
                                     f"{MAX_NESTING} levels, which no cassette holds")
             yield number, start, record

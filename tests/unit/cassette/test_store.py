@@ -144,6 +144,16 @@ def test_json_lines_nest_no_deeper_than_msgpack_can() -> None:
         loads(packed(MAX_NESTING + 1), "deep.tape")
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".tape"])
+def test_a_message_nested_deeper_than_a_cassette_holds_is_written_as_its_bytes(tmp_path: Path, suffix: str) -> None:
+    """A server may send one (a recorder parses it as JSON-RPC): the cassette written must load."""
+    params = b"[" * MAX_NESTING + b"]" * MAX_NESTING
+    payload = b'{"jsonrpc":"2.0","id":1,"method":"m","params":' + params + b"}"
+    frame = Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, json.loads(payload))
+    save(Cassette(EVERY_KIND_HEADER, [frame]), tmp_path / f"deep{suffix}")
+    assert load(tmp_path / f"deep{suffix}").frames == [dataclasses.replace(frame, kind=Kind.RAW, message=None, data=payload)]
+
+
 def test_every_write_is_flushed(tmp_path: Path) -> None:
     path = tmp_path / "a.tape"
     with open(path, "wb") as file:
