@@ -119,8 +119,7 @@ class RecorderAddon:
                 request.url = origin + target
             upstream = self.routes.to_upstream()
             request.path = upstream.url(request.path)
-            if request.content:
-                request.content = upstream.body(request.headers.get("content-type"), request.content)
+            _rewrite_body(request, upstream.body)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         exchange = flow.metadata.get(EXCHANGE)
@@ -166,8 +165,8 @@ class RecorderAddon:
     def _move_origins(self, response: http.Response) -> None:
         assert self.routes is not None
         headers = response.headers
-        if response.content:
-            self.routes.learn(headers.get("content-type"), response.content)
+        if content := _content(response):
+            self.routes.learn(headers.get("content-type"), content)
             self._labels["rewritten"] = self.routes.described()
         to_client = self.routes.to_client()
         for name in ("www-authenticate", "link"):
@@ -175,14 +174,28 @@ class RecorderAddon:
                 headers.set_all(name, [to_client.text(value) for value in headers.get_all(name)])
         if "location" in headers:
             headers["location"] = to_client.url(headers["location"])
-        if response.content:
-            response.content = to_client.body(headers.get("content-type"), response.content)
+        _rewrite_body(response, to_client.body)
 
     def _endpoint_rewriter(self, flow: http.HTTPFlow) -> EndpointRewriter | None:
         # Only a legacy GET /sse stream starts with an endpoint event; Streamable HTTP GETs carry a session.
         if self.rewrite is None or flow.request.method != "GET" or "mcp-session-id" in flow.request.headers:
             return None
         return EndpointRewriter(*self.rewrite)
+
+
+def _content(message: http.Message) -> bytes:
+    """The body without its Content-Encoding; b"" when that cannot be undone (a body that says
+    gzip and is not): such a body is passed on as it came."""
+    try:
+        return message.content or b""
+    except ValueError:
+        return b""
+
+
+def _rewrite_body(message: http.Message, rewrite: Callable[[str | None, bytes], bytes]) -> None:
+    """Give `message` the body `rewrite` makes of it, encoded as before; left as it came when unchanged."""
+    if (content := _content(message)) and (rewritten := rewrite(message.headers.get("content-type"), content)) != content:
+        message.content = rewritten
 
 
 def _target(flow: http.HTTPFlow) -> str:
