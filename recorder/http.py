@@ -111,7 +111,7 @@ class RecorderAddon:
         if (exchange := flow.metadata.get(EXCHANGE)) is None:
             return
         request = flow.request
-        self._capture(("request", time.monotonic() - self._start, exchange, request.method, request.path,
+        self._capture(("request", time.monotonic() - self._start, exchange, request.data.method, request.data.path,
                        request.headers.fields, request.raw_content))
         if self.routes is not None:
             if (routed := self.routes.route(request.path)) is not None:
@@ -291,9 +291,11 @@ class _CassetteSink:
         if what == "chunk":
             return framer.chunk(t, exchange, rest[0])
         if what == "request":
-            method, path, fields, body = rest
+            method, target, fields, body = rest
             headers = _fields(fields)
-            return framer.request(t, exchange, method, path, headers, _decoded_body(body or b"", headers))
+            # Latin-1, as a replay reads a live request's target: every byte kept (a client's need not be UTF-8)
+            return framer.request(t, exchange, method.decode("latin-1"), target.decode("latin-1"), headers,
+                                  _decoded_body(body or b"", headers))
         if what == "response":
             status, fields, body = rest
             headers = _fields(fields)

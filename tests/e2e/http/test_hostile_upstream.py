@@ -7,6 +7,7 @@ no JSON-RPC, the events a conforming reader sees where it is an event stream), a
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -157,3 +158,32 @@ def test_a_body_the_upstream_cuts_short_reaches_the_client_as_it_came(
     recorder = record(hostile)
     with httpx.Client(timeout=TIMEOUT) as client:
         assert fetch(client, recorder.url, "json-short") == fetch(client, hostile, "json-short")
+
+
+def _send_raw(origin: str, request: bytes) -> bytes:
+    """A request written byte for byte (no client library sends a target that is not UTF-8); the answer."""
+    host, port = origin.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(1 << 16):
+            answer += chunk
+    return answer
+
+
+def test_a_request_target_or_method_that_is_not_utf8_is_recorded_and_so_is_what_follows(
+    hostile: str, record: Callable[..., Recorder]
+) -> None:
+    """Every byte kept, as Latin-1, as a replay reads a live target (the cassette writer died on it)."""
+    recorder = record(hostile)
+    heads = [b"POST /echo?q=\xff\xfe", b"P\xffST /echo"]
+    for head in heads:
+        assert _send_raw(recorder.origin, head + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc").startswith(
+            b"HTTP/1.1 ")
+    with httpx.Client(timeout=TIMEOUT) as client:
+        assert client.post(recorder.url + "echo", content=b"after").content == b"after"
+    cassette = recorder.stop()
+    assert "Traceback" not in recorder.process.rest_of_stderr()
+    requests = [(f.info["method"], f.info["path"]) for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
+    assert requests == [("POST", "/echo?q=\xff\xfe"), ("P\xffST", "/echo"), ("POST", "/echo")]
+    assert [f.payload for f in cassette.frames if f.kind is Kind.RAW] == [b"abc"] * 3 + [b"after"] * 2
