@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from tapes.cassette.frames import Direction, Kind
 from tapes.cassette.store import Cassette, load
 
-from tests.support.paths import SERVERS
-from tests.support.stdio_sessions import TIMEOUT, Session, of_kind, wire
+from tests.support.paths import SERVERS, SUPPORT
+from tests.support.stdio_sessions import TIMEOUT, Session, flood, of_kind, wire
 
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 SERVER = [sys.executable, str(SERVERS / "scripted_stdio_server.py")]
+ECHO = [sys.executable, str(SUPPORT / "recorder_peer.py"), "echo"]
 READY = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"ready"}}\n'
 
 ODD_LINES = [
@@ -149,3 +150,35 @@ def test_every_byte_goes_through_unchanged_and_the_cassette_rebuilds_it(script: 
     else:  # appended before forwarded: the cassette holds all the server was given, at most what was sent
         recorded = wire(cassette, C2S)
         assert recorded.startswith(received) and sent.startswith(recorded)
+
+
+@settings(max_examples=10, deadline=None)
+@given(chunks=st.lists(chunks, min_size=1, max_size=6), suffix=st.sampled_from([".tape", ".jsonl"]),
+       at=st.floats(0.0, 1.0))
+def test_a_recorder_killed_among_hostile_bytes_leaves_a_cassette_that_loads(
+    chunks: list[bytes], suffix: str, at: float
+) -> None:
+    """kill -9 once some of the echo came back: the cassette loads, holds all the client received,
+    at most what it sent; it says only that the recorder stopped (and where a cut append ends)."""
+    sent = b"".join(chunks) + b"\n"  # the echo server answers a line once it ends
+    echoed = sent.rfind(b"\n", 0, max(1, int(len(sent) * at))) + 1 or len(sent)
+    with tempfile.TemporaryDirectory() as directory:
+        cassette_path = Path(directory) / f"x{suffix}"
+        session = Session(cassette_path, ECHO)
+        try:
+            assert flood(session, chunks + [b"\n"], echoed).wait(TIMEOUT)
+            session.proc.kill()
+            session.proc.wait(TIMEOUT)
+            assert session.reader is not None
+            session.reader.join(TIMEOUT)
+        finally:
+            session.proc.kill()
+            session.proc.wait(TIMEOUT)
+        cassette = load(cassette_path)
+
+    c2s, s2c, received = wire(cassette, C2S), wire(cassette, S2C), bytes(session.received)
+    assert s2c.startswith(received) and c2s.startswith(s2c) and sent.startswith(c2s)
+    assert len(received) >= echoed
+    stopped, cut = "the recorder stopped before the server exited", "truncated at byte"
+    assert any(stopped in warning for warning in cassette.warnings)
+    assert all(stopped in warning or cut in warning for warning in cassette.warnings), cassette.warnings
