@@ -386,7 +386,8 @@ def _json_frame(frame: Frame) -> bytes:
     """A frame as one JSON line; raises TypeError or ValueError when it has no JSON form. A message
     nested deeper than a cassette holds is written as the bytes it stands for, as msgpack's is."""
     line = _json_line(_jsonable(frame_record(frame)))
-    if _may_nest_too_deeply(line) and deeper_than(frame.message, MAX_NESTING - 1):  # the frame's map is a level
+    # MAX_NESTING - 1: the frame's map is a level too
+    if frame.message is not None and _may_nest_too_deeply(line) and deeper_than(frame.message, MAX_NESTING - 1):
         return _json_line(_jsonable(frame_record(_as_bytes(frame))))
     return line
 

@@ -150,8 +150,10 @@ def test_a_message_nested_deeper_than_a_cassette_holds_is_written_as_its_bytes(t
     params = b"[" * MAX_NESTING + b"]" * MAX_NESTING
     payload = b'{"jsonrpc":"2.0","id":1,"method":"m","params":' + params + b"}"
     frame = Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, json.loads(payload))
-    save(Cassette(EVERY_KIND_HEADER, [frame]), tmp_path / f"deep{suffix}")
-    assert load(tmp_path / f"deep{suffix}").frames == [dataclasses.replace(frame, kind=Kind.RAW, message=None, data=payload)]
+    raw = Frame(2, 0.0, C2S, STDIO, Kind.RAW, data=params)  # as deep, but bytes: kept as they are
+    save(Cassette(EVERY_KIND_HEADER, [frame, raw]), tmp_path / f"deep{suffix}")
+    assert load(tmp_path / f"deep{suffix}").frames == [
+        dataclasses.replace(frame, kind=Kind.RAW, message=None, data=payload), raw]
 
 
 def test_every_write_is_flushed(tmp_path: Path) -> None:
