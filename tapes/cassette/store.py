@@ -42,7 +42,7 @@ from tapes.cassette.capture import CAPTURE_KEY, CaptureFramer, first_bytes_of_a_
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.wire.eras import STATELESS_VERSION_KEY
-from tapes.wire.jsonrpc import MessageType, classify, deeper_than
+from tapes.wire.jsonrpc import ID_TYPES, PARAMS_TYPES, MessageType, classify, deeper_than, shape_problem
 
 FORMAT_VERSION = 2  # what the msgpack writer writes
 JSONL_VERSION = 1  # the JSON Lines layout has not changed
@@ -270,24 +270,12 @@ def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data
             return "it is a message frame without a message"
         if classify(message) is MessageType.INVALID:
             return "its message is not a JSON-RPC message or batch"
-        for item in message if type(message) is list else (message,):
-            if type(item.get("id")) not in _ID_TYPES:
-                return "its message has an id that is not a string, a number or null"
-            if type(item.get("params")) not in _PARAMS_TYPES:
-                return "its message has params that are neither an object nor an array"
-            error = item.get("error")
-            if "result" not in item and "method" not in item and (
-                type(error.get("code")) is not int or type(error.get("message")) is not str
-            ):
-                return "its message has an error without an integer code and a string message"
+        if problem := shape_problem(message):
+            return f"its message has {problem}"
     elif message is not None:
         return f"it is a {kind} frame with a message"
     checks = _INFO_CHECKS.get(kind)
     return checks(info or {}) if checks else None
-
-
-_ID_TYPES = frozenset((str, int, float, type(None)))  # JSON-RPC 2.0: an id is a string, a number or null
-_PARAMS_TYPES = frozenset((dict, list, type(None)))
 
 
 def _fields_problem(info: dict[str, Any], required: dict[str, tuple[type, ...]]) -> str | None:
@@ -798,7 +786,7 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
     directions, kinds = DIRECTION_CODES, KIND_CODES
     message_kind, stderr_kind, raw_kind = Kind.MESSAGE, Kind.STDERR, Kind.RAW
     mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
-    id_types, params_types = _ID_TYPES, _PARAMS_TYPES
+    id_types, params_types = ID_TYPES, PARAMS_TYPES
     try:
         for _ in _fed(file, unpacker):
             for record in unpacker:

@@ -105,7 +105,8 @@ class Decoded:
 
 def parse(payload: bytes) -> Any:
     """The JSON-RPC message (or batch) in a wire payload, None when the bytes are not JSON-RPC.
-    What `decode` says without working out `verbatim`, for readers that only need the message."""
+    Looser than `decode`: its members are not checked (`shape_problem`), and `verbatim` is not
+    worked out, for readers that only need the message."""
     try:
         message = json.loads(payload)
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -114,14 +115,36 @@ def parse(payload: bytes) -> Any:
 
 
 def decode(payload: bytes) -> Decoded:
+    """A payload as a recording keeps it: a message only when a cassette can hold it as one
+    (`shape_problem`), its bytes otherwise."""
     message = parse(payload)
-    if message is None:
+    if message is None or shape_problem(message) is not None:
         return Decoded(None, payload)
     try:
         canonical = encode(message) == payload
     except (ValueError, UnicodeEncodeError):  # lone surrogates, NaN: keep the bytes
         canonical = False
     return Decoded(message, None if canonical else payload)
+
+
+ID_TYPES = frozenset((str, int, float, type(None)))  # JSON-RPC 2.0: an id is a string, a number or null
+PARAMS_TYPES = frozenset((dict, list, type(None)))
+
+
+def shape_problem(message: Any) -> str | None:
+    """What in a message (or batch) that `classify` takes has a type JSON-RPC 2.0 does not allow
+    (an id, params, an error's code or message), as "an id that is ..."; None when nothing does."""
+    for item in items(message):
+        if type(item.get("id")) not in ID_TYPES:
+            return "an id that is not a string, a number or null"
+        if type(item.get("params")) not in PARAMS_TYPES:
+            return "params that are neither an object nor an array"
+        error = item.get("error")
+        if "result" not in item and "method" not in item and (
+            type(error.get("code")) is not int or type(error.get("message")) is not str
+        ):
+            return "an error without an integer code and a string message"
+    return None
 
 
 def not_mcp_answer(request_body: bytes, status: int, content_type: str | None) -> str | None:

@@ -71,3 +71,14 @@ def test_captured_times_are_kept_to_the_millisecond() -> None:
     content = _capture(_chunk(0.0123456, Stream.CLIENT_STDIN, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'),
                        msgpack.packb(exit_record(0.0456789, 0, None)))
     assert [frame.t for frame in loads(content).frames] == [0.012, 0.046]
+
+
+def test_lines_whose_members_json_rpc_does_not_allow_load_as_raw() -> None:
+    """The recorder wrote them as messages, which the cassette's frame model refuses: the cassette
+    it left did not load."""
+    lines = [b'{"jsonrpc":"2.0","id":true,"method":"ping"}', b'{"jsonrpc":"2.0","id":1,"method":"a","params":"x"}',
+             b'{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}']
+    content = _capture(_chunk(0.1, Stream.SERVER_STDOUT, b"\n".join(lines) + b"\n"), msgpack.packb(exit_record(0.2, 0, None)))
+    cassette = loads(content)
+    assert [(f.kind, f.payload) for f in cassette.frames[:3]] == [(Kind.RAW, line) for line in lines]
+    assert cassette.warnings == []

@@ -92,6 +92,11 @@ def test_encode_is_compact_keeps_key_order_and_unicode() -> None:
         pytest.param(b"[]", id="empty batch"),
         pytest.param(b'[{"jsonrpc":"2.0","method":"a"},{"x":1}]', id="batch with an invalid member"),
         pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nesting too deep"),
+        # members of a type JSON-RPC does not allow: no cassette holds these as messages
+        pytest.param(b'{"jsonrpc":"2.0","id":true,"method":"ping"}', id="boolean id"),
+        pytest.param(b'[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","id":[],"result":{}}]', id="array id in a batch"),
+        pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"a","params":"x"}', id="string params"),
+        pytest.param(b'{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}', id="error code not an integer"),
     ],
 )
 def test_decode_keeps_what_is_not_json_rpc(payload: bytes) -> None:
