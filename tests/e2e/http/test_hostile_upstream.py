@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.store import load, save
 from tapes.wire.jsonrpc import decode
 from tapes.wire.sse import SSEParser
 
@@ -126,6 +127,10 @@ def test_the_client_gets_what_the_upstream_sent_and_the_cassette_holds_it(
         reason = "client_disconnect" if name == "sse-hang" else "upstream_error" if received.broken else "closed"
         assert frames[-1].info["reason"] == reason, name
 
+    twin = recorder.cassette.with_suffix(".jsonl")  # as `tapes export` writes it
+    save(cassette, twin)
+    assert [(f.seq, f.kind, f.shown_payload, f.info) for f in load(twin).frames] == [
+        (f.seq, f.kind, f.shown_payload, f.info) for f in cassette.frames]
     for command in (["show"], ["lint"]):
         run = subprocess.run([*TAPES, *command, str(recorder.cassette)], capture_output=True, timeout=TIMEOUT)
         assert run.returncode in (0, 1) and b"Traceback" not in run.stderr, (command, run.stderr[-2000:])
@@ -187,3 +192,22 @@ def test_a_request_target_or_method_that_is_not_utf8_is_recorded_and_so_is_what_
     requests = [(f.info["method"], f.info["path"]) for f in cassette.frames if f.kind is Kind.HTTP_REQUEST]
     assert requests == [("POST", "/echo?q=\xff\xfe"), ("P\xffST", "/echo"), ("POST", "/echo")]
     assert [f.payload for f in cassette.frames if f.kind is Kind.RAW] == [b"abc"] * 3 + [b"after"] * 2
+
+
+ODD_MESSAGES = [b'{"jsonrpc":"2.0","id":true,"method":"ping"}', b'{"jsonrpc":"2.0","id":1,"method":"a","params":"x"}',
+                b'{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"m"}}', b'[]', b'{"jsonrpc":"2.0","id":1e400,"result":{}}',
+                b'{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}']
+
+
+def test_json_rpc_with_members_of_the_wrong_type_is_recorded_both_ways_as_it_came(
+    hostile: str, record: Callable[..., Recorder]
+) -> None:
+    """Bodies a cassette cannot hold as messages are kept as their bytes, and the cassette loads."""
+    recorder = record(hostile)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        for body in ODD_MESSAGES:
+            answer = client.post(recorder.url + "echo", content=body, headers={"content-type": "application/json"})
+            assert answer.content == body
+    cassette = recorder.stop()
+    bodies = [f.shown_payload for f in cassette.frames if f.kind in (Kind.MESSAGE, Kind.RAW)]
+    assert bodies == [body for body in ODD_MESSAGES for _ in range(2)]  # sent, echoed
