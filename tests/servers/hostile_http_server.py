@@ -6,9 +6,10 @@ Raw asyncio, so every byte on the wire is the script's. `/echo` answers with the
     python tests/servers/hostile_http_server.py    (prints "hostile listening on http://127.0.0.1:PORT/")
 
 Each connection takes one request; the response is framed as its case says: "length"
-(Content-Length), "chunked" (one HTTP chunk per chunk of the case), "reset" (chunked, then a TCP
-reset before the last chunk), "short" (a Content-Length the body never reaches, then close) or
-"hang" (chunked, then nothing more until the client leaves).
+(Content-Length), "chunked" (one HTTP chunk per chunk of the case), "close" (neither: the body
+ends with the connection), "hints" (a 103 Early Hints first, then as "length"), "reset" (chunked,
+then a TCP reset before the last chunk), "short" (a Content-Length the body never reaches, then
+close) or "hang" (chunked, then nothing more until the client leaves).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ CASES = {
     "json-deep": Case(200, JSON, (b'{"jsonrpc":"2.0","id":1,"result":' + b"[" * 5000 + b"]" * 5000 + b"}",)),
     "json-big": Case(200, JSON, (b'{"jsonrpc":"2.0","id":1,"result":{"s":"' + b"y" * (2 << 20) + b'"}}',)),
     "json-chunked": Case(200, JSON, (RPC[:10], RPC[10:]), "chunked"),
+    "json-close": Case(200, JSON, (RPC,), "close"),
+    "sse-close": Case(200, SSE, (b"data: " + RPC + b"\n\n", b"data: 2\n\n"), "close"),
+    "early-hints": Case(200, JSON, (RPC,), "hints"),
     "json-short": Case(200, JSON, (RPC[:10],), "short"),
     "json-bad-gzip": Case(200, JSON, (b"not gzip at all",), headers=((b"Content-Encoding", b"gzip"),)),
     # wrong or missing Content-Type
@@ -90,7 +94,13 @@ def _chunk(data: bytes) -> bytes:
 
 async def _answer(case: Case, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     body = b"".join(case.chunks)
-    if case.framing in ("length", "short"):
+    if case.framing == "close":  # the body ends when the connection does
+        writer.write(_head(case, []) + body)
+        await writer.drain()
+        return
+    if case.framing == "hints":
+        writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+    if case.framing in ("length", "short", "hints"):
         size = len(body) + (100 if case.framing == "short" else 0)
         writer.write(_head(case, [b"Content-Length: %d" % size]) + body)
         await writer.drain()
