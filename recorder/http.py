@@ -43,10 +43,11 @@ from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording
 from tapes.errors import UserError
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import not_mcp_answer
-from tapes.wire.oauth import ProxyRoutes
+from tapes.wire.oauth import ProxyRoutes, is_mcp_answer
 from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
+BODY = "tapes.body"  # flow.metadata key: the chunks of a body passed on as it came
 CA_FILE = "mitmproxy-ca-cert.pem"
 DEFAULT_CONFDIR = "~/.mitmproxy"
 _CLIENT_DISCONNECTED = "Client disconnected."  # mitmproxy's flow.error message for it
@@ -124,7 +125,16 @@ class RecorderAddon:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         exchange = flow.metadata.get(EXCHANGE)
         response = flow.response
-        if exchange is None or response is None or not is_event_stream(response.headers.get("content-type")):
+        if exchange is None or response is None:
+            return
+        if not is_event_stream(response.headers.get("content-type")):
+            request = flow.request
+            if is_mcp_answer(request.method, request.headers.get("content-type"), request.raw_content or b"",
+                             response.status_code):
+                # Passed on as it comes, so a body cut short reaches the client cut short (not as a
+                # 502); the chunks are kept for the cassette, as mitmproxy would have kept them.
+                body = flow.metadata[BODY] = []
+                response.stream = lambda chunk: body.append(chunk) or chunk
             return
         capture, start = self._capture, self._start
         capture(("response", time.monotonic() - start, exchange, response.status_code, response.headers.fields, None))
@@ -142,12 +152,14 @@ class RecorderAddon:
             return
         response = flow.response
         t = time.monotonic() - self._start
-        if self.routes is not None and not response.stream:
-            self._move_origins(response)
         if not response.stream:
+            if self.routes is not None:
+                self._move_origins(response)
             self._capture(("response", t, exchange, response.status_code, response.headers.fields, response.raw_content))
-            if problem := not_mcp_answer(flow.request.raw_content or b"", response.status_code, response.headers.get("content-type")):
-                self._say(f"upstream answered {_target(flow)} (http:{exchange}) with {problem}, not MCP (recorded as it came)")
+        else:
+            self._capture_streamed_body(flow, t)
+        if problem := not_mcp_answer(flow.request.raw_content or b"", response.status_code, response.headers.get("content-type")):
+            self._say(f"upstream answered {_target(flow)} (http:{exchange}) with {problem}, not MCP (recorded as it came)")
         self._capture(("end", t, exchange, CLOSED, None))
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -155,9 +167,18 @@ class RecorderAddon:
             return
         message = flow.error.msg
         reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
-        self._capture(("end", time.monotonic() - self._start, exchange, reason, message))
+        t = time.monotonic() - self._start
+        self._capture_streamed_body(flow, t)  # the client has its head and the part that came
+        self._capture(("end", t, exchange, reason, message))
         if reason == UPSTREAM_ERROR:  # the client only sees a 502 or a cut stream; the user hears why
             self._say(f"upstream error on {_target(flow)} (http:{exchange}): {message}")
+
+    def _capture_streamed_body(self, flow: http.HTTPFlow, t: float) -> None:
+        """A body passed on as it came (not an event stream's: its chunks were captured as they came)."""
+        if (body := flow.metadata.pop(BODY, None)) is not None and flow.response is not None:
+            response = flow.response
+            self._capture(("response", t, flow.metadata[EXCHANGE], response.status_code, response.headers.fields,
+                           b"".join(body)))
 
     def _say(self, notice: str) -> None:
         print(f"tapes: {notice}", file=self._notices, flush=True)

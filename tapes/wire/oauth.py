@@ -266,6 +266,14 @@ def loopback_aliases(origin: str) -> list[str]:
     return [f"{parts.scheme}://{name}{port}" for name in LOOPBACK_NAMES if name != host]
 
 
+def is_mcp_answer(method: str, request_type: str | None, request_body: bytes, status: int) -> bool:
+    """Whether a response is a success answer to a JSON-RPC POST: MCP's, no part of an authorization
+    flow (a flow's documents, forms and redirects answer other requests, its challenges are 401s),
+    so a proxy moves no origins in its body and can pass it on as it comes."""
+    return (method == "POST" and 200 <= status < 300 and media_type(request_type) == "application/json"
+            and parse(request_body) is not None)
+
+
 class ProxyRoutes:
     """What a reverse proxy in front of an MCP server does with the origins of its flow: the
     upstream's becomes the proxy's, and each authorization server on another origin (learned from

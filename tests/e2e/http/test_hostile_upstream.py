@@ -30,8 +30,6 @@ PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 # What the recorder does not pass on as it came yet (test_known_divergences)
 DIVERGING = {
-    "json-short": "the recorder buffers a body that is no event stream (to move origins in it): one the upstream "
-                  "cuts short reaches the client as mitmproxy's 502, not as the cut 200 it was",
     "early-hints": "mitmproxy takes a 103 Early Hints for the final response: the client waits for the 200 in vain, "
                    "and the cassette has the 103 alone",
 }
@@ -119,7 +117,7 @@ def test_the_client_gets_what_the_upstream_sent_and_the_cassette_holds_it(
     cassette = recorder.stop()
 
     assert proxied == direct
-    assert direct["sse-reset"].broken and not direct["sse-hang"].broken
+    assert direct["sse-reset"].broken and direct["json-short"].broken and not direct["sse-hang"].broken
     assert cassette.warnings == []
     check_channel_shape(cassette)
     exchanges = list(channels(cassette).values())
@@ -152,13 +150,15 @@ def test_a_body_whose_content_encoding_cannot_be_undone_goes_through_untouched(
     body = b"\x00 not gzip"
     with httpx.Client(timeout=TIMEOUT) as client:
         echoed = client.post(recorder.url + "echo", content=body, headers={"content-encoding": "gzip"})
-        answered = fetch(client, recorder.url, "json-bad-gzip")
+        # a GET: its answer may be an authorization flow's document, read to move origins in
+        with client.stream("GET", recorder.url + "json-bad-gzip") as answer:
+            answered = b"".join(answer.iter_raw())
     cassette = recorder.stop()
     assert echoed.status_code == 200 and echoed.content == body
-    assert answered.body == b"".join(CASES["json-bad-gzip"].chunks)
+    assert answered == b"".join(CASES["json-bad-gzip"].chunks)
     request, response = channels(cassette).values()
     assert [(f.kind, f.payload) for f in request if f.kind is Kind.RAW] == [(Kind.RAW, body)] * 2  # sent, echoed
-    assert [(f.kind, f.payload) for f in response if f.kind is Kind.RAW] == [(Kind.RAW, answered.body)]
+    assert [(f.kind, f.payload) for f in response if f.kind is Kind.RAW] == [(Kind.RAW, answered)]
     assert response[-1].info == {"reason": "closed"}
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.wire.oauth import (
     FORM,
@@ -13,6 +15,7 @@ from tapes.wire.oauth import (
     ProxyRoutes,
     body_fields,
     differing_fields,
+    is_mcp_answer,
     query_fields,
     redact_body,
     redact_credentials,
@@ -135,3 +138,19 @@ def test_a_loopback_upstream_is_moved_under_each_of_its_names() -> None:
     named_otherwise = ProxyRoutes("http://localhost:1/mcp", "http://127.0.0.1:2")
     named_otherwise.learn("application/json", b'{"resource":"http://127.0.0.1:1/mcp"}')
     assert named_otherwise.to_upstream().text("http://127.0.0.1:2/mcp") == "http://127.0.0.1:1/mcp"  # as the server wrote it
+
+
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+
+
+@pytest.mark.parametrize(("method", "request_type", "body", "status", "mcp"), [
+    ("POST", "application/json", PING, 200, True),
+    ("POST", "Application/JSON; charset=utf-8", PING, 202, True),
+    ("POST", "application/json", PING, 401, False),  # a challenge: its headers name origins
+    ("POST", "application/json", b'{"redirect_uris":["http://127.0.0.1:1/cb"]}', 201, False),  # registration
+    ("POST", FORM, b"grant_type=authorization_code&code=x", 200, False),  # a token request
+    ("GET", None, b"", 200, False),  # a document, or an event stream
+])
+def test_a_success_answer_to_a_json_rpc_post_is_mcps(method: str, request_type: str | None, body: bytes, status: int,
+                                                     mcp: bool) -> None:
+    assert is_mcp_answer(method, request_type, body, status) is mcp
