@@ -88,13 +88,13 @@ class Session:
         return self.proc.wait(max(0.0, deadline - time.monotonic()))
 
 
-def wire(cassette: Cassette, direction: Direction) -> bytes:
-    """The protocol bytes a cassette says went one way: each line and its newline (none after a
-    line cut off by the end of the stream)."""
+def wire(cassette: Cassette, direction: Direction, kinds: tuple[Kind, ...] = (Kind.MESSAGE, Kind.RAW)) -> bytes:
+    """The bytes a cassette says went one way (the protocol's by default; (Kind.STDERR,): the server's
+    stderr): each line and its newline (none after a line cut off by the end of the stream)."""
     return b"".join(
         frame.payload + (b"" if frame.partial else b"\n")
         for frame in cassette.frames
-        if frame.direction is direction and frame.kind in (Kind.MESSAGE, Kind.RAW)
+        if frame.direction is direction and frame.kind in kinds
     )
 
 
