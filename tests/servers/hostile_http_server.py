@@ -67,6 +67,8 @@ CASES = {
     "202-body": Case(202, JSON, (RPC,)),
     "204-body": Case(204, JSON, (RPC,)),
     "304-body": Case(304, JSON, (RPC,)),
+    "204-sse": Case(204, SSE, (b"data: " + RPC + b"\n\n",)),
+    "500-sse": Case(500, SSE, (b"data: " + RPC + b"\n\n",), "chunked"),
     "500-rpc": Case(500, JSON, (b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}',)),
     "500-html": Case(500, b"text/html", (b"<html><body>502 Bad Gateway</body></html>",)),
 }
