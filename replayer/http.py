@@ -64,7 +64,7 @@ from tapes.replay.engine import Repeats
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.oauth import AuthFlow
-from tapes.replay.sessions import RecordedSession, legacy_session_id, split_sessions
+from tapes.replay.sessions import RecordedSession, split_sessions
 from tapes.replay.streams import (
     MALFORMED_EVENT,
     ChannelLog,
@@ -76,7 +76,7 @@ from tapes.replay.streams import (
     sse_bytes,
 )
 from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
-from tapes.wire.http import header, moved_to_origin
+from tapes.wire.http import header, legacy_session_id, moved_to_origin
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client
 from tapes.wire.sse import is_event_stream
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapes.cassette.frames import Frame, Kind
-from tapes.replay.sessions import legacy_session_id
-from tapes.wire.http import header
+from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import MessageType, classify, decode, encode, items
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)

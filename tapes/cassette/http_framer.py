@@ -13,11 +13,10 @@ Along the way it indexes the session ids it sees (the `Mcp-Session-Id` response 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from tapes.cassette.frames import Direction, Frame, Kind, http_channel, recorded_time
 from tapes.cassette.redact import Redactor
-from tapes.wire.http import header
+from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import decode
 from tapes.wire.sse import SSEEvent, SSEParser, is_event_stream
 
@@ -77,8 +76,7 @@ class HttpFramer:
 
     def _event(self, t: float, exchange: int, event: SSEEvent) -> Frame:
         if event.event == "endpoint":  # legacy HTTP+SSE: the POST URL names the session
-            query = parse_qs(urlsplit(event.data).query)
-            self._note_session(next(iter(query.get("sessionId", query.get("session_id", []))), None))
+            self._note_session(legacy_session_id(event.data))
         info: dict[str, Any] = {"id": event.id, "event": event.event, "retry": event.retry}
         if not event.has_data:
             info["data"] = False  # replayed without a data line, which a browser would not dispatch

@@ -40,9 +40,9 @@ from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette, Header, VersionWatch, gc_paused
 from tapes.render.show import compact, describe, message_what, server_text
 from tapes.replay.polls import POLL_METHODS, TASK_PARAM, TASK_STATUS
-from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
+from tapes.replay.sessions import SESSION_HEADER
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
-from tapes.wire.http import header
+from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import MessageType, classify, encode, items, params_of, plain
 
 SUMMARY_LIMIT = 100  # characters of a payload summary shown on a row

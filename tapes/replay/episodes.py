@@ -18,8 +18,8 @@ from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame, Kind, http_channel
 from tapes.cassette.store import Cassette
-from tapes.replay.sessions import SESSION_HEADER, legacy_session_id
-from tapes.wire.http import header
+from tapes.replay.sessions import SESSION_HEADER
+from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import MessageType, classify, encode, items, parse
 
 WARM_UP_TIMEOUT = 30.0

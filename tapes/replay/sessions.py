@@ -11,30 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import parse_qs, urlsplit
-
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
-from tapes.wire.http import header
+from tapes.wire.http import header, legacy_session_id
 
 SESSION_HEADER = "mcp-session-id"
-LEGACY_SESSION_PARAMETERS = ("sessionId", "session_id")
 
 
 @dataclass(frozen=True)
 class RecordedSession:
     session_id: str | None
     frames: list[Frame]
-
-
-def legacy_session_id(url: str) -> str | None:
-    """The session named in a legacy endpoint URL (`/message?sessionId=X`, `/messages/?session_id=X`)."""
-    query = parse_qs(urlsplit(url).query)
-    for name in LEGACY_SESSION_PARAMETERS:
-        if query.get(name):
-            return query[name][0]
-    return None
 
 
 def _channel_sessions(frames: Sequence[Frame]) -> dict[str, str]:

@@ -1,10 +1,13 @@
-"""HTTP head helpers, sans-IO: the one case-insensitive header lookup, and moving a URL from one
-origin to another (the legacy endpoint event behind a proxy, and in a replay)."""
+"""HTTP head helpers, sans-IO: the one case-insensitive header lookup, moving a URL from one
+origin to another (the legacy endpoint event behind a proxy, and in a replay), and the session a
+legacy endpoint URL names. URLs come from the wire: one that does not parse is left as it is."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
+
+LEGACY_SESSION_PARAMETERS = ("sessionId", "session_id")
 
 HeaderFields = Sequence[tuple[str, str]] | Sequence[list[str]] | Iterable[Sequence[str]]
 
@@ -23,10 +26,25 @@ def header(fields: HeaderFields | None, name: str) -> str | None:
 def moved_to_origin(url: str, old_origin: str | None, new_origin: str) -> str:
     """`url` with `old_origin` (scheme://host:port) replaced by `new_origin` when it is an absolute
     URL on `old_origin`; a relative URL, or one on another origin, is returned as it is."""
-    target = urlsplit(url)
+    try:
+        target, old = urlsplit(url), urlsplit(old_origin or "")
+    except ValueError:  # e.g. "http://[::1/x", an IPv6 host without its "]"
+        return url
     if not target.scheme:
         return url
-    old = urlsplit(old_origin or "")
     if (target.scheme, target.netloc) != (old.scheme, old.netloc):
         return url
     return new_origin + url[len(f"{target.scheme}://{target.netloc}") :]
+
+
+def legacy_session_id(url: str) -> str | None:
+    """The session named in a legacy endpoint URL (`/message?sessionId=X`, `/messages/?session_id=X`);
+    None when it names none, or does not parse."""
+    try:
+        query = parse_qs(urlsplit(url).query)
+    except ValueError:
+        return None
+    for name in LEGACY_SESSION_PARAMETERS:
+        if query.get(name):
+            return query[name][0]
+    return None

@@ -45,6 +45,8 @@ CASES = {
     "sse-bad-utf8": Case(200, SSE, (b"data: \xff\xfe" + RPC + b"\n\n", b'data: {"s":"\xe2\x82', b'\xac"}\n\n'), "chunked"),
     "sse-bad-fields": Case(200, SSE, (b"id: a\x00b\ndata: 1\n\n", b"retry: soon\ndata: 2\n\n", b"retry: 10\nfoo: bar\n\n",
                                       b"id\ndata\n\n"), "chunked"),
+    "sse-bad-endpoint": Case(200, SSE, (b"event: endpoint\ndata: http://[::1/messages?sessionId=1\n\n",
+                                        b"event: endpoint\ndata: //x:99999/m?session_id=%zz\n\n"), "chunked"),
     "sse-reset": Case(200, SSE, (b'data: {"jsonrpc":"2.0","method":"a"}\n\n', b"data: cut", b"never sent\n\n"), "reset"),
     "sse-hang": Case(200, SSE, (b"id: 1\ndata: " + RPC + b"\n\n", b": still here\n"), "hang"),
     # bodies that are not JSON-RPC

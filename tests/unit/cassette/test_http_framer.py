@@ -15,3 +15,13 @@ def test_heads_keep_times_to_the_millisecond_and_volatile_headers_as_one_placeho
                                b'{"jsonrpc":"2.0","id":1,"result":{}}')
     assert [frame.t for frame in request + response] == [0.123, 0.123, 0.235, 0.235]
     assert response[0].info["headers"] == [["Date", VOLATILE], ["Content-Type", "application/json"]]
+
+
+def test_endpoint_events_name_their_session_and_one_whose_url_does_not_parse_names_none() -> None:
+    """An upstream's endpoint URL with an unclosed IPv6 bracket stopped the cassette writer."""
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    framer.response(0.0, 1, 200, [("Content-Type", "text/event-stream")], None)
+    events = framer.chunk(0.1, 1, b"event: endpoint\ndata: http://[::1/messages?sessionId=a\n\n"
+                                  b"event: endpoint\ndata: /messages/?session_id=b\n\n")
+    assert [frame.shown_payload for frame in events] == [b"http://[::1/messages?sessionId=a", b"/messages/?session_id=b"]
+    assert framer.sessions == ["b"]
