@@ -51,9 +51,10 @@ class HeadlessBrowser:
     """Plays the user's browser: opens the authorization URL and reads where it redirects."""
 
     redirects: list[str] = field(default_factory=list)
+    proxy: str | None = None
 
     async def open(self, authorization_url: str) -> None:
-        async with httpx2.AsyncClient() as http:
+        async with httpx2.AsyncClient(proxy=self.proxy) as http:
             response = await http.get(authorization_url, follow_redirects=False)
         assert response.status_code in (302, 303, 307), (response.status_code, response.text)
         self.redirects.append(response.headers["location"])
@@ -85,9 +86,10 @@ def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser, d
                                client_metadata_url=document)
 
 
-async def _session(url: str, step_up: bool, document: str | None) -> OAuthSession:
-    storage, browser = MemoryStorage(), HeadlessBrowser()
-    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser, document), follow_redirects=True) as http:
+async def _session(url: str, step_up: bool, document: str | None, proxy: str | None) -> OAuthSession:
+    storage, browser = MemoryStorage(), HeadlessBrowser(proxy=proxy)
+    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser, document), follow_redirects=True,
+                                  proxy=proxy) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             calls = [await client.call_tool("echo", {"text": "hello through OAuth"}), await client.call_tool("whoami", {})]
             if step_up:
@@ -97,13 +99,14 @@ async def _session(url: str, step_up: bool, document: str | None) -> OAuthSessio
     return OAuthSession(results, storage, browser)
 
 
-def oauth_session(url: str, step_up: bool = False, document: str | None = None) -> OAuthSession:
+def oauth_session(url: str, step_up: bool = False, document: str | None = None, proxy: str | None = None) -> OAuthSession:
     """Log in to the MCP server at `url` from scratch (discovery, registration, authorization code
     with PKCE, token), call two of its tools, and list them. With `step_up`, call secret_note too,
     which needs a scope the first token lacks: 403 insufficient_scope, a second authorization.
     With `document`, the client's id is that client ID metadata document URL (no registration
-    when the server supports them)."""
-    return anyio.run(_session, url, step_up, document)
+    when the server supports them). With `proxy`, the client and its browser reach every origin
+    through that HTTP proxy (a forward-proxy recorder)."""
+    return anyio.run(_session, url, step_up, document, proxy)
 
 
 async def _machine_session(url: str, client_id: str, secret: str) -> OAuthSession:

@@ -24,6 +24,7 @@ import pytest
 from replayer.http import replay_server
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
+from tapes.wire.http import header
 
 from tests.support.http_peers import Recorder
 from tests.support.oauth_clients import (
@@ -290,3 +291,44 @@ def test_a_client_id_metadata_document_replaces_registration(tmp_path: Path) -> 
         lines = replay.report_lines
     assert replayed.results == live.results
     assert lines[-1] == "authorization flow: served 5 of 5 recorded exchanges, 0 unmatched", lines
+
+
+@pytest.mark.parametrize("issuer", list(ISSUERS))
+def test_a_flow_recorded_through_the_forward_proxy_replays_offline(issuer: str, tmp_path: Path) -> None:
+    """Recorded through `tapes record --proxy` (the client reaches the real origins through it,
+    plain HTTP in absolute form), nothing is rewritten: the cassette names the MCP server's origin
+    and the authorization server's. The replay derives what a reverse proxy would have made of
+    them (the MCP server's origin becomes the replayer's, the other one the replayer's under
+    /tapes-as/1), and a client pointed at the replayer logs in offline and gets the live results."""
+    cassette = tmp_path / "forward.tape"
+    server = Process([*OAUTH_SERVER, *ISSUERS[issuer]])
+    try:
+        upstream = server.wait_for(r"oauth server listening on (\S+)")[1]
+        recorder = Recorder(cassette, None)
+        try:
+            live = oauth_session(upstream, proxy=recorder.origin)
+        finally:
+            recorder.stop()
+    finally:
+        server.stop()
+    assert live.results[2][0]["text"] == "scopes=notes"
+    recorded = load(cassette)
+    assert recorded.header.server == {"proxy": True} and "rewritten" not in recorded.header.labels
+    hosts = {header(f.info["headers"], "host") for f in recorded.frames if f.kind is Kind.HTTP_REQUEST}
+    assert len(hosts) == (2 if issuer == "separate-issuer" else 1), hosts
+    assert upstream.split("/")[2] in hosts
+
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+    url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
+    replayed = oauth_session(url)
+    replayer.stop(signal.SIGINT)
+    stderr = replayer.rest_of_stderr()
+
+    assert url.endswith("/mcp") and replayed.results == live.results
+    assert replayer.proc.returncode == 0, stderr
+    assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
+    assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
+    # the replay handed out the recorded (redacted) token, and the redirect carried the live state
+    assert replayed.storage.tokens is not None and replayed.storage.tokens.access_token.startswith("<redacted:")
+    redirect = replayed.browser.redirects[0]
+    assert "state=" in redirect and redirect.split("state=")[1] not in live.browser.redirects[0]
