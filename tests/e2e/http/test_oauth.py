@@ -15,15 +15,17 @@ import re
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
 import pytest
 
-from replayer.http import replay_server
+from replayer.http import HttpReplayer, replay_server
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
+from tapes.errors import UserError
 from tapes.wire.http import header
 
 from tests.support.http_peers import Recorder
@@ -293,15 +295,12 @@ def test_a_client_id_metadata_document_replaces_registration(tmp_path: Path) -> 
     assert lines[-1] == "authorization flow: served 5 of 5 recorded exchanges, 0 unmatched", lines
 
 
-@pytest.mark.parametrize("issuer", list(ISSUERS))
-def test_a_flow_recorded_through_the_forward_proxy_replays_offline(issuer: str, tmp_path: Path) -> None:
-    """Recorded through `tapes record --proxy` (the client reaches the real origins through it,
-    plain HTTP in absolute form), nothing is rewritten: the cassette names the MCP server's origin
-    and the authorization server's. The replay derives what a reverse proxy would have made of
-    them (the MCP server's origin becomes the replayer's, the other one the replayer's under
-    /tapes-as/1), and a client pointed at the replayer logs in offline and gets the live results."""
-    cassette = tmp_path / "forward.tape"
-    server = Process([*OAUTH_SERVER, *ISSUERS[issuer]])
+@pytest.fixture(scope="module", params=list(ISSUERS))
+def forwarded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession, str]]:
+    """A login and three calls recorded through `tapes record --proxy`: the client reaches the real
+    origins through it (plain HTTP, in absolute form); the cassette, the live session, the MCP URL."""
+    server = Process([*OAUTH_SERVER, *ISSUERS[request.param]])
+    cassette = tmp_path_factory.mktemp("forward") / f"{request.param}.tape"
     try:
         upstream = server.wait_for(r"oauth server listening on (\S+)")[1]
         recorder = Recorder(cassette, None)
@@ -311,12 +310,20 @@ def test_a_flow_recorded_through_the_forward_proxy_replays_offline(issuer: str, 
             recorder.stop()
     finally:
         server.stop()
+    yield cassette, live, upstream
+
+
+def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tuple[Path, OAuthSession, str]) -> None:
+    """Nothing was rewritten: the cassette names the MCP server's origin and the authorization
+    server's. The replay derives what a reverse proxy would have made of them (the MCP server's
+    origin becomes the replayer's, the other one the replayer's under /tapes-as/1), and a client
+    pointed at the replayer logs in offline and gets the live results."""
+    cassette, live, upstream = forwarded
     assert live.results[2][0]["text"] == "scopes=notes"
     recorded = load(cassette)
     assert recorded.header.server == {"proxy": True} and "rewritten" not in recorded.header.labels
     hosts = {header(f.info["headers"], "host") for f in recorded.frames if f.kind is Kind.HTTP_REQUEST}
-    assert len(hosts) == (2 if issuer == "separate-issuer" else 1), hosts
-    assert upstream.split("/")[2] in hosts
+    assert len(hosts) == (2 if _issuer_kind(cassette) == "separate-issuer" else 1) and upstream.split("/")[2] in hosts, hosts
 
     replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
     url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
@@ -332,3 +339,15 @@ def test_a_flow_recorded_through_the_forward_proxy_replays_offline(issuer: str, 
     assert replayed.storage.tokens is not None and replayed.storage.tokens.access_token.startswith("<redacted:")
     redirect = replayed.browser.redirects[0]
     assert "state=" in redirect and redirect.split("state=")[1] not in live.browser.redirects[0]
+
+
+def test_a_forward_proxy_recording_of_two_mcp_servers_is_refused(forwarded: tuple[Path, OAuthSession, str]) -> None:
+    """JSON-RPC spoken to two origins (here the recording's MCP exchanges again, to another Host):
+    which one the replay would be is not for it to guess."""
+    cassette = load(forwarded[0])
+    speaking = {f.channel for f in cassette.frames if f.from_client and f.kind is Kind.MESSAGE}
+    other = [replace(f, channel=f"{f.channel}0", info=f.info | {"headers": [["Host", "mcp.example"]]})
+             if f.kind is Kind.HTTP_REQUEST else replace(f, channel=f"{f.channel}0")
+             for f in cassette.frames if f.channel in speaking]
+    with pytest.raises(UserError, match=r"MCP traffic to several servers \(http://127\.0\.0\.1:\d+, http://mcp\.example\)"):
+        HttpReplayer(replace(cassette, frames=cassette.frames + other))
