@@ -836,6 +836,8 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
 
     def announce() -> None:  # only now: a SIGINT sent on seeing it is uvicorn's to handle
         console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
+        if replayer.auth and (served := replayer.auth.served_as(_url(sock, ""))):
+            console.print(f"tapes: the recorded origins are served as {served}", soft_wrap=True, markup=False)
         sys.stderr.flush()
 
     # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so

@@ -223,6 +223,12 @@ class AuthFlow:
         another: the replayer's under its prefix)."""
         return ProxyRoutes(self.recorded_origin, live_origin, self.servers) if self.recorded_origin else None
 
+    def served_as(self, live_origin: str) -> str | None:
+        """Where a forward proxy's recording has its origins served: "recorded -> live; ..."
+        (None for a reverse proxy's, whose recording has the recorder's origin only)."""
+        routes = self._routes(live_origin)
+        return routes.described() if routes and self.mcp_origins else None
+
     def _located(self, target: str) -> tuple[str | None, str]:
         """(recorded origin, target there) a live request target stands for."""
         routes = self._routes(self.recorded_origin or "")

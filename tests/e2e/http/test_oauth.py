@@ -2,8 +2,8 @@
 (tests/servers/oauth_server.py; its authorization server on the same origin, or on another one
 that the recorder routes under /tapes-as/1) logged in to by the
 SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, run headless), recorded through
-`tapes record --upstream`, then replayed offline by `tapes replay --http` to a client that logs in
-from scratch."""
+`tapes record --upstream` (or `--proxy`, the client reaching the real origins through it), then
+replayed offline by `tapes replay --http` to a client that logs in from scratch."""
 
 from __future__ import annotations
 
@@ -335,6 +335,10 @@ def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tu
     assert replayer.proc.returncode == 0, stderr
     assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
     assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
+    # the banner says which recorded origin is the MCP server's and where each one is served
+    origin, issuer = url.removesuffix("/mcp"), r"; http://127\.0\.0\.1:\d+ -> " + re.escape(url.removesuffix("/mcp") + "/tapes-as/1")
+    served = re.escape(f"tapes: the recorded origins are served as {upstream.removesuffix('/mcp')} -> {origin}")
+    assert re.search(served + (issuer if _issuer_kind(cassette) == "separate-issuer" else "") + "\n", stderr), stderr
     # the replay handed out the recorded (redacted) token, and the redirect carried the live state
     assert replayed.storage.tokens is not None and replayed.storage.tokens.access_token.startswith("<redacted:")
     redirect = replayed.browser.redirects[0]

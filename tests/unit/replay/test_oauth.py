@@ -157,6 +157,7 @@ def test_token_matches_with_fresh_fields_aside_and_checks_pkce() -> None:
 
 def test_a_request_the_flow_does_not_know_is_left_to_the_mcp_replay() -> None:
     flow, _ = _flow()
+    assert flow.served_as(LIVE) is None  # a reverse proxy's recording was moved when it was made
     assert flow.answer("GET", "/elsewhere", [], b"", LIVE) is None
     assert not flow.claims("DELETE", "/mcp") and flow.claims("POST", "/token")
 
@@ -171,6 +172,7 @@ def test_a_forward_proxy_recording_is_routed_as_the_reverse_proxy_would_have() -
     it); the authorization server's is shown under /tapes-as/1, its RFC 8414 well-known path too."""
     flow, rest = AuthFlow.split(_recording(SERVER, ISSUER))
     assert (flow.recorded_origin, flow.servers, flow.mcp_origins) == (SERVER, [ISSUER], [SERVER])
+    assert flow.served_as(LIVE) == f"{SERVER} -> {LIVE}; {ISSUER} -> {LIVE}/tapes-as/1"
     assert {f.channel for f in rest} == {"http:7"} and len(flow.exchanges) == 6
     refused = flow.answer("POST", "/mcp", JSON, INITIALIZE, LIVE)
     assert refused is not None and refused.status == 401 and LIVE in dict(refused.headers)["WWW-Authenticate"]
