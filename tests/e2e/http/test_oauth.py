@@ -299,18 +299,24 @@ def test_a_client_id_metadata_document_replaces_registration(tmp_path: Path) -> 
 def forwarded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession, str]]:
     """A login and three calls recorded through `tapes record --proxy`: the client reaches the real
     origins through it (plain HTTP, in absolute form); the cassette, the live session, the MCP URL."""
-    server = Process([*OAUTH_SERVER, *ISSUERS[request.param]])
     cassette = tmp_path_factory.mktemp("forward") / f"{request.param}.tape"
+    live, upstream = _record_through_proxy(cassette, ISSUERS[request.param], oauth_session)
+    yield cassette, live, upstream
+
+
+def _record_through_proxy(cassette: Path, server_flags: list[str], drive: Callable[..., T]) -> tuple[T, str]:
+    """`drive(url, proxy=...)` run against a fresh oauth server through `tapes record --proxy`;
+    what it returned, and the server's URL."""
+    server = Process([*OAUTH_SERVER, *server_flags])
     try:
         upstream = server.wait_for(r"oauth server listening on (\S+)")[1]
         recorder = Recorder(cassette, None)
         try:
-            live = oauth_session(upstream, proxy=recorder.origin)
+            return drive(upstream, proxy=recorder.origin), upstream
         finally:
             recorder.stop()
     finally:
         server.stop()
-    yield cassette, live, upstream
 
 
 def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tuple[Path, OAuthSession, str]) -> None:
@@ -355,3 +361,22 @@ def test_a_forward_proxy_recording_of_two_mcp_servers_is_refused(forwarded: tupl
              for f in cassette.frames if f.channel in speaking]
     with pytest.raises(UserError, match=r"MCP traffic to several servers \(http://127\.0\.0\.1:\d+, http://mcp\.example\)"):
         HttpReplayer(replace(cassette, frames=cassette.frames + other))
+
+
+@pytest.mark.parametrize("flags, drive, exchanges", [
+    (["--separate-issuer"], functools.partial(oauth_session, step_up=True), 9),
+    (["--no-resource-metadata"], oauth_session, 7),
+    (["--client-document", f"{CLIENT_DOCUMENT}={REDIRECT_URI}"], functools.partial(oauth_session, document=CLIENT_DOCUMENT), 5),
+], ids=["step-up-separate-issuer", "2025-03-26", "client-document"])
+def test_the_other_flows_recorded_through_the_forward_proxy_replay(flags: list[str], drive: Callable[..., OAuthSession],
+                                                                   exchanges: int, tmp_path: Path) -> None:
+    """A scope step-up against an authorization server on another origin, a 2025-03-26 server (the
+    authorization server found at the MCP server's origin) and a client ID metadata document, each
+    recorded through `--proxy` and replayed offline."""
+    cassette = tmp_path / "forward.tape"
+    live, _ = _record_through_proxy(cassette, flags, drive)
+    with replay_server(cassette) as replay:
+        replayed = drive(replay.url)
+        lines = replay.report_lines
+    assert replayed.results == live.results and live.results[2][0]["text"].startswith("scopes=notes")
+    assert lines[-1] == f"authorization flow: served {exchanges} of {exchanges} recorded exchanges, 0 unmatched", lines
