@@ -22,12 +22,14 @@ from typing import TypeVar
 import httpx
 import pytest
 
+from recorder.http import CA_FILE
 from replayer.http import HttpReplayer, replay_server
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.errors import UserError
 from tapes.wire.http import header
 
+from tests.support.certificates import make_certificates
 from tests.support.http_peers import Recorder
 from tests.support.oauth_clients import (
     CLIENT_DOCUMENT,
@@ -295,24 +297,30 @@ def test_a_client_id_metadata_document_replaces_registration(tmp_path: Path) -> 
     assert lines[-1] == "authorization flow: served 5 of 5 recorded exchanges, 0 unmatched", lines
 
 
-@pytest.fixture(scope="module", params=list(ISSUERS))
+@pytest.fixture(scope="module", params=[*ISSUERS, "separate-issuer over tls"])
 def forwarded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession, str]]:
     """A login and three calls recorded through `tapes record --proxy`: the client reaches the real
-    origins through it (plain HTTP, in absolute form); the cassette, the live session, the MCP URL."""
-    cassette = tmp_path_factory.mktemp("forward") / f"{request.param}.tape"
-    live, upstream = _record_through_proxy(cassette, ISSUERS[request.param], oauth_session)
-    yield cassette, live, upstream
+    origins through it (plain HTTP in absolute form; or HTTPS, which the recorder intercepts); the
+    cassette, the live session, the MCP URL."""
+    directory = tmp_path_factory.mktemp("forward")
+    issuer, _, tls = request.param.partition(" over ")
+    live, upstream = _record_through_proxy(directory / f"{issuer}.tape", ISSUERS[issuer], oauth_session,
+                                           directory if tls else None)
+    yield directory / f"{issuer}.tape", live, upstream
 
 
-def _record_through_proxy(cassette: Path, server_flags: list[str], drive: Callable[..., T]) -> tuple[T, str]:
+def _record_through_proxy(cassette: Path, server_flags: list[str], drive: Callable[..., T],
+                          tls: Path | None = None) -> tuple[T, str]:
     """`drive(url, proxy=...)` run against a fresh oauth server through `tapes record --proxy`;
-    what it returned, and the server's URL."""
-    server = Process([*OAUTH_SERVER, *server_flags])
+    what it returned, and the server's URL. With `tls` (a directory for the certificates), the
+    server speaks HTTPS and the client trusts the recorder's CA."""
+    ca, cert, key = make_certificates(tls) if tls else (None, None, None)
+    server = Process([*OAUTH_SERVER, *server_flags, *(["--certfile", str(cert), "--keyfile", str(key)] if tls else [])])
     try:
         upstream = server.wait_for(r"oauth server listening on (\S+)")[1]
-        recorder = Recorder(cassette, None)
+        recorder = Recorder(cassette, None, *(["--ca-dir", str(tls / "mitm"), "--upstream-ca", str(ca)] if tls else []))
         try:
-            return drive(upstream, proxy=recorder.origin), upstream
+            return drive(upstream, proxy=recorder.origin, ca=tls / "mitm" / CA_FILE if tls else None), upstream
         finally:
             recorder.stop()
     finally:
@@ -329,7 +337,7 @@ def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tu
     recorded = load(cassette)
     assert recorded.header.server == {"proxy": True} and "rewritten" not in recorded.header.labels
     hosts = {header(f.info["headers"], "host") for f in recorded.frames if f.kind is Kind.HTTP_REQUEST}
-    assert len(hosts) == (2 if _issuer_kind(cassette) == "separate-issuer" else 1) and upstream.split("/")[2] in hosts, hosts
+    assert len(hosts) == len(ISSUERS[_issuer_kind(cassette)]) + 1 and upstream.split("/")[2] in hosts, hosts
 
     replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
     url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
@@ -342,9 +350,10 @@ def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tu
     assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
     assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
     # the banner says which recorded origin is the MCP server's and where each one is served
-    origin, issuer = url.removesuffix("/mcp"), r"; http://127\.0\.0\.1:\d+ -> " + re.escape(url.removesuffix("/mcp") + "/tapes-as/1")
+    scheme = upstream.split(":")[0]  # recorded over TLS: named https:// by the flow, served over http://
+    origin, issuer = url.removesuffix("/mcp"), f"; {scheme}" + r"://127\.0\.0\.1:\d+ -> " + re.escape(url.removesuffix("/mcp") + "/tapes-as/1")
     served = re.escape(f"tapes: the recorded origins are served as {upstream.removesuffix('/mcp')} -> {origin}")
-    assert re.search(served + (issuer if _issuer_kind(cassette) == "separate-issuer" else "") + "\n", stderr), stderr
+    assert re.search(served + (issuer if ISSUERS[_issuer_kind(cassette)] else "") + "\n", stderr), stderr
     # the replay handed out the recorded (redacted) token, and the redirect carried the live state
     assert replayed.storage.tokens is not None and replayed.storage.tokens.access_token.startswith("<redacted:")
     redirect = replayed.browser.redirects[0]
@@ -359,7 +368,7 @@ def test_a_forward_proxy_recording_of_two_mcp_servers_is_refused(forwarded: tupl
     other = [replace(f, channel=f"{f.channel}0", info=f.info | {"headers": [["Host", "mcp.example"]]})
              if f.kind is Kind.HTTP_REQUEST else replace(f, channel=f"{f.channel}0")
              for f in cassette.frames if f.channel in speaking]
-    with pytest.raises(UserError, match=r"MCP traffic to several servers \(http://127\.0\.0\.1:\d+, http://mcp\.example\)"):
+    with pytest.raises(UserError, match=r"MCP traffic to several servers \(https?://127\.0\.0\.1:\d+, http://mcp\.example\)"):
         HttpReplayer(replace(cassette, frames=cassette.frames + other))
 
 
