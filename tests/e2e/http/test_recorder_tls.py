@@ -1,6 +1,7 @@
 """End-to-end tests of `tapes record` over TLS: an HTTPS upstream (tests/servers/resumable_server.py
-with a certificate from a CA made for the run, tests/support/certificates.py) behind the reverse proxy (`--upstream https://...`), and
-reached through the forward proxy (`--proxy`), which intercepts TLS with mitmproxy's CA."""
+with a certificate from a CA made for the run, tests/support/certificates.py) behind the reverse
+proxy (`--upstream https://...`), and reached through the forward proxy (`--proxy`), which
+intercepts TLS with mitmproxy's CA."""
 
 from __future__ import annotations
 
