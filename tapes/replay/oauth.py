@@ -173,6 +173,7 @@ class AuthFlow:
         # the other origins a forward proxy's recording went to, routed as the reverse proxy would have
         self.servers = list(servers)
         self.mcp_origins = list(mcp_origins)  # the origins JSON-RPC was spoken to (a forward proxy's recording)
+        self._routing = self._routes(recorded_origin or "")  # live targets back to recorded origins
         self.served: set[int] = set()
         self.misses: list[Unmatched] = []
         self._issued: dict[str, _Issued] = {}
@@ -231,10 +232,11 @@ class AuthFlow:
 
     def _located(self, target: str) -> tuple[str | None, str]:
         """(recorded origin, target there) a live request target stands for."""
-        routes = self._routes(self.recorded_origin or "")
-        return (routes.route(target) if routes else None) or (self.recorded_origin, target)
+        return (self._routing.route(target) if self._routing else None) or (self.recorded_origin, target)
 
     def _candidates(self, method: str, target: str) -> list[int]:
+        if not self.exchanges:  # every request of a replay without a flow asks
+            return []
         origin, there = self._located(target)
         path = there.split("?", 1)[0]
         return [i for i, e in enumerate(self.exchanges) if e.method == method and e.path == path and e.origin == origin]
@@ -250,10 +252,10 @@ class AuthFlow:
         candidates = self._candidates(method, target)
         if not candidates:
             return None
-        origin, target = self._located(target)
+        origin, there = self._located(target)
         routes = self._routes(live_origin)
         origins = routes.to_client() if routes else OriginMap(())
-        on_mcp = origin == self.recorded_origin and target.split("?", 1)[0] in self.mcp_paths
+        on_mcp = origin == self.recorded_origin and there.split("?", 1)[0] in self.mcp_paths
         order = [i for i in candidates if i not in self.served] + [i for i in candidates if i in self.served]
         if on_mcp:
             # a refusal of the same JSON-RPC method first, then a 401 of any: the server refused the
@@ -264,14 +266,14 @@ class AuthFlow:
         for index in order:
             exchange = self.exchanges[index]
             if not on_mcp:
-                if differing := self._differing(exchange, target, headers, body, origins):
+                if differing := self._differing(exchange, there, headers, body, origins):
                     differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
                     continue
-                if (problem := self._check_pkce(exchange, target, headers, body)) is not None:
+                if (problem := self._check_pkce(exchange, there, headers, body)) is not None:
                     self.misses.append(Unmatched(f"{method} {path}", problem))
                     return _oauth_error(400, "invalid_grant", problem)
             self.served.add(index)
-            return self._replayed(exchange, target, origins)
+            return self._replayed(exchange, there, origins)
         if on_mcp:
             return None
         problem = differences[0] if differences else "no recorded exchange matches"
