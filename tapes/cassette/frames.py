@@ -12,8 +12,8 @@ named "http:N", numbered from 1 in the order the requests arrived, and holds, in
 - S→C the body: a JSON body is one MESSAGE (or RAW when it is not JSON-RPC); an SSE body is one
   SSE_EVENT per event, info {"id", "event", "retry"} (each None when absent; "data": false when
   the event had no data line, unlike a priming event's empty one), with the JSON-RPC
-  message of its data in `message` (`data` holds the data's UTF-8 bytes when they are not
-  canonical JSON-RPC, or are not JSON-RPC at all; a priming event has empty data); any other
+  message of its data in `message` (`data` holds the data's bytes as sent when they are not
+  canonical JSON-RPC, or are not JSON-RPC at all, or not even UTF-8; a priming event has empty data); any other
   body is RAW;
 - S→C STREAM_END, info {"reason": "closed" | "client_disconnect" | "upstream_error", "detail"?}.
 """

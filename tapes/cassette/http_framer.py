@@ -80,7 +80,7 @@ class HttpFramer:
         info: dict[str, Any] = {"id": event.id, "event": event.event, "retry": event.retry}
         if not event.has_data:
             info["data"] = False  # replayed without a data line, which a browser would not dispatch
-        message, data = self._decoded(event.data.encode())
+        message, data = self._decoded(event.data.encode() if event.raw_data is None else event.raw_data)
         return self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.SSE_EVENT, message=message, data=data, info=info)
 
     def _body(self, t: float, direction: Direction, exchange: int, body: bytes, content_type: str | None) -> Frame:

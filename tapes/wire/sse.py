@@ -16,20 +16,22 @@ from typing import Any
 
 from tapes.wire.http import media_type, moved_to_origin
 
-_BOM = "\ufeff"
+_BOM = "\ufeff".encode()
 
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One event as sent. `data` is the data lines joined with "\\n" ("" when the event had none);
     `id`, `event` and `retry` are None when the event did not set them. `has_data`: it had a data
-    line (a browser dispatches an event with empty data, not one without)."""
+    line (a browser dispatches an event with empty data, not one without). `raw_data`: the data's
+    bytes as sent, when they are not UTF-8 (`data` has U+FFFD for what is not), else None."""
 
     data: str = ""
     id: str | None = None
     event: str | None = None
     retry: int | None = None
     has_data: bool = True
+    raw_data: bytes | None = None
 
     @property
     def is_priming(self) -> bool:
@@ -41,11 +43,12 @@ class SSEParser:
     """Turns a byte stream into SSEEvents as they complete.
 
     Chunks are split into lines incrementally; text is decoded as UTF-8 per line (invalid bytes
-    become U+FFFD, as the standard says), so a multi-byte character cut by a chunk boundary is
-    decoded whole.
+    become U+FFFD, as the standard says, and an event keeps its data's bytes as sent too), so a
+    multi-byte character cut by a chunk boundary is decoded whole.
     """
 
-    __slots__ = ("_pending", "_cr_pending", "_started", "_lines", "_data", "_id", "_event", "_retry", "_fields")
+    __slots__ = ("_pending", "_cr_pending", "_started", "_lines", "_data", "_raw_data", "_id", "_event", "_retry",
+                 "_fields")
 
     def __init__(self) -> None:
         self._pending = bytearray()  # the unterminated current line
@@ -56,6 +59,7 @@ class SSEParser:
     def _reset(self) -> None:
         self._lines: list[bytes] = []  # the current event's raw lines, kept for `finish`
         self._data: list[str] = []
+        self._raw_data: list[bytes] | None = None  # the data lines' bytes, once one is not UTF-8
         self._id: str | None = None
         self._event: str | None = None
         self._retry: int | None = None
@@ -111,14 +115,19 @@ class SSEParser:
         return rest
 
     def _line(self, raw: bytes) -> SSEEvent | None:
-        line = raw.decode("utf-8", "replace")
+        text = raw  # the line without the stream's BOM; `raw` is kept whole for `finish`
         if not self._started:
             self._started = True
-            line = line.removeprefix(_BOM)
+            text = raw.removeprefix(_BOM)
+        try:
+            line, utf8 = text.decode(), True
+        except UnicodeDecodeError:
+            line, utf8 = text.decode("utf-8", "replace"), False
         if not line:
             if not self._fields:
                 return None
-            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry, bool(self._data))
+            raw_data = None if self._raw_data is None else b"\n".join(self._raw_data)
+            event = SSEEvent("\n".join(self._data), self._id, self._event, self._retry, bool(self._data), raw_data)
             self._reset()
             return event
         if line.startswith(":"):
@@ -127,6 +136,10 @@ class SSEParser:
         if colon and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            if not utf8 and self._raw_data is None:
+                self._raw_data = [data.encode() for data in self._data]
+            if self._raw_data is not None:
+                self._raw_data.append(value.encode() if utf8 else _value_bytes(text))
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -143,6 +156,12 @@ class SSEParser:
         self._fields = True
         self._lines.append(raw)
         return None
+
+
+def _value_bytes(line: bytes) -> bytes:
+    """A field line's value as bytes: after the first colon and one space."""
+    value = line.partition(b":")[2]
+    return value[1:] if value.startswith(b" ") else value
 
 
 def encode_event(event: SSEEvent) -> bytes:

@@ -83,7 +83,7 @@ EVENTS = {
 
 
 def events(frames: list[Frame]) -> list[tuple[str, str | None, str | None, int | None, bool]]:
-    return [(f.shown_payload.decode(), f.info["id"], f.info["event"], f.info["retry"], f.info.get("data", True))
+    return [(f.shown_payload.decode("utf-8", "replace"), f.info["id"], f.info["event"], f.info["retry"], f.info.get("data", True))
             for f in frames if f.kind is Kind.SSE_EVENT]
 
 
@@ -131,6 +131,9 @@ def test_the_client_gets_what_the_upstream_sent_and_the_cassette_holds_it(
             assert events(frames) == EVENTS[name], name
         reason = "client_disconnect" if name == "sse-hang" else "upstream_error" if received.broken else "closed"
         assert frames[-1].info["reason"] == reason, name
+    # an event's data that is not UTF-8 is kept as it came
+    assert [f.data for f in exchanges[SWEPT.index("sse-bad-utf8")] if f.kind is Kind.SSE_EVENT] == [
+        b"\xff\xfe" + RPC.encode(), b'{"s":"\xe2\x82\xac"}']
 
     twin = recorder.cassette.with_suffix(".jsonl")  # as `tapes export` writes it
     save(cassette, twin)

@@ -126,3 +126,12 @@ def test_an_event_without_data_is_kept_apart_from_one_with_empty_data() -> None:
     assert [event.has_data for event in events] == [False, False, True]
     # a browser dispatches no event without data, and one with empty data: each is written back as it came
     assert b"".join(encode_event(event) for event in events) == b"event: ping\n\nid: 9\nretry: 5\n\nid: 1\ndata:\n\n"
+
+
+def test_an_events_data_that_is_not_utf8_is_kept_as_sent_too() -> None:
+    stream = b"\xef\xbb\xbfdata: ok\ndata: \xff\xfe\xe2\x82\ndata:\xac\r\n\r\ndata: fine\n\n"  # after a BOM
+    for cut in range(len(stream)):  # a chunk may end anywhere, inside a character too
+        parser = SSEParser()
+        events = parser.feed(stream[:cut]) + parser.feed(stream[cut:])
+        assert [(event.data, event.raw_data) for event in events] == [
+            ("ok\n\ufffd\ufffd\ufffd\n\ufffd", b"ok\n\xff\xfe\xe2\x82\n\xac"), ("fine", None)]
