@@ -94,10 +94,11 @@ def param_headers(frames: Iterable[Frame]) -> dict[str, dict[str, str]]:
             result = item.get("result") if isinstance(item, dict) else None
             listed = result.get("tools") if isinstance(result, dict) else None
             for tool in listed if isinstance(listed, list) else ():
-                properties = ((tool.get("inputSchema") or {}).get("properties") or {}) if isinstance(tool, dict) else {}
+                schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+                properties = schema.get("properties") if isinstance(schema, dict) else None
                 mirrored = {
                     f"mcp-param-{spec['x-mcp-header'].lower()}": argument
-                    for argument, spec in properties.items()
+                    for argument, spec in (properties.items() if isinstance(properties, dict) else ())
                     if isinstance(spec, dict) and isinstance(spec.get("x-mcp-header"), str)
                 }
                 if mirrored and isinstance(tool.get("name"), str):

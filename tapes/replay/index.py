@@ -39,7 +39,7 @@ from typing import Any
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import CassetteError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
-from tapes.wire.jsonrpc import MessageType, classify, encode, items
+from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
 
@@ -70,7 +70,7 @@ class Interaction:
 
     @property
     def recorded_token(self) -> Any:
-        return ((self.request.get("params") or {}).get("_meta") or {}).get("progressToken")
+        return id_member(meta_of(self.request), "progressToken")
 
     def describe(self) -> str:
         return f"{self.request['method']} #{self.recorded_id} (frame {self.frame_seq})"
@@ -195,12 +195,16 @@ class _Walk:
         self.last_message_item: ItemKey | None = None  # ... of those, the last JSON-RPC item
         self.last_session_item: ItemKey | None = None  # ... the last JSON-RPC item or DELETE (ends a session's streams)
         self.streams: set[str] = set()  # HTTP channels opened by a GET (the standalone or legacy SSE stream)
+        self.seqs: set[int] = set()  # every frame's, to refuse one that comes twice
 
     def walk(self, frames: Iterable[Frame]) -> int:
         """Index `frames`, which follow those walked before; how many there were."""
         walked = 0
         for frame in frames:
             walked += 1
+            if frame.seq in self.seqs:  # an item is known by its frame's seq: two would be one
+                raise CassetteError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
+            self.seqs.add(frame.seq)
             if frame.from_client:
                 if frame.message is not None:
                     checked_payload(frame)  # only checked: a client frame is never sent
@@ -259,7 +263,7 @@ class _Walk:
                 owner.client_items.append(key)
             index.answers[item["id"]].append(key)
         elif item["method"] == "notifications/cancelled" and (
-            target := self.by_id.get((item.get("params") or {}).get("requestId"))
+            target := self.by_id.get(id_member(params_of(item), "requestId"))
         ):
             target.cancel_items.append(key)
         else:
@@ -332,14 +336,13 @@ class _Walk:
             owner = candidates[-1] if candidates else None
             self.by_server_request[item["id"]] = owner
             return owner
-        params = item.get("params") or {}
-        subscription = (params.get("_meta") or {}).get(SUBSCRIPTION_ID_KEY) if isinstance(params.get("_meta"), dict) else None
+        subscription = id_member(meta_of(item), SUBSCRIPTION_ID_KEY)
         if subscription is not None and (listen := self.by_id.get(subscription)) is not None and listen.long_lived:
             return listen  # an acknowledgment or event of a subscriptions/listen stream
         if item["method"] == "notifications/progress":
-            return self.by_token.get(params.get("progressToken"))
+            return self.by_token.get(id_member(params_of(item), "progressToken"))
         if item["method"] == "notifications/cancelled":
-            return self.by_server_request.get(params.get("requestId"))
+            return self.by_server_request.get(id_member(params_of(item), "requestId"))
         return None
 
 
