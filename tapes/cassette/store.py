@@ -29,7 +29,7 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from datetime import UTC, datetime
@@ -755,20 +755,29 @@ def _offset_of_object(file: BinaryIO, index: int) -> int:
     return unpacker.tell()
 
 
-def _v1_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
-    count = 0
+def _converted(
+    file: BinaryIO, unpacker: msgpack.Unpacker, convert: Callable[[Any], Sequence[Frame]]
+) -> Generator[Frame, None, int]:
+    """A Reader that makes each decoded object after the header into frames with `convert`
+    (which raises ValueError naming what is wrong with the object)."""
+    objects, count = 1, 0  # the header is object 0
     try:
         for _ in _fed(file, unpacker):
             for record in unpacker:
                 try:
-                    frame = frame_from_record(record)
+                    frames = convert(record)
                 except ValueError as error:
                     raise _BadFrame(error) from None
-                yield frame
-                count += 1
+                objects += 1
+                yield from frames
+                count += len(frames)
     except (_BadFrame, ValueError) as error:  # ValueError: FormatError, StackError, bad UTF-8, refused extensions
-        raise _Damage(count + 1, error) from None
+        raise _Damage(objects, error) from None
     return count
+
+
+def _v1_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
+    return (yield from _converted(file, unpacker, lambda record: (frame_from_record(record),)))
 
 
 def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
@@ -847,21 +856,12 @@ class _capture_reader:
         self.objects = 1  # the header
 
     def __call__(self, file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, None, int]:
-        framed = self._framer.record
-        count = 0
-        try:
-            for _ in _fed(file, unpacker):
-                for record in unpacker:
-                    try:
-                        frames = framed(record)
-                    except ValueError as error:
-                        raise _BadFrame(error) from None
-                    self.objects += 1
-                    yield from frames
-                    count += len(frames)
-        except (_BadFrame, ValueError) as error:
-            raise _Damage(self.objects, error) from None
-        return count
+        return (yield from _converted(file, unpacker, self._framed))
+
+    def _framed(self, record: Any) -> list[Frame]:
+        frames = self._framer.record(record)
+        self.objects += 1
+        return frames
 
     def finish(self) -> Iterator[Frame]:
         yield from self._framer.finish()

@@ -473,8 +473,8 @@ def _key(request_id: Any) -> Any:
 class _Interaction:
     """A client request and what the page links to it, kept small: row numbers and counts."""
 
-    __slots__ = ("cancel", "events", "group", "long_lived", "progress", "request_id", "response",
-                 "row", "seq", "server_requests")
+    __slots__ = ("cancel", "events", "group", "id_key", "long_lived", "progress", "request_id", "response",
+                 "row", "seq", "server_requests", "token")
 
     def __init__(self, group: int, row: int, seq: int, request_id: Any, long_lived: bool) -> None:
         self.group = group
@@ -487,6 +487,8 @@ class _Interaction:
         self.progress: list[int] = []  # [count, seq of the first] of its progress notifications
         self.events: list[int] = []  # the same for what its subscriptions/listen stream carried
         self.server_requests: dict[Any, tuple[int, int]] | None = None  # server→client requests sent for it
+        self.id_key: Any = None  # its keys in its session's tables (`_key`), None where it has none
+        self.token: Any = None
 
 
 @dataclass
@@ -541,10 +543,10 @@ class _Links:
         channel.session = session_id
         new = self.session(channel)
         for interaction in self.unsettled.pop(channel.name, ()):
-            for table in ("open_by_id", "by_id", "by_token"):
-                source, target = getattr(old, table), getattr(new, table)
-                for key in [key for key, value in source.items() if value is interaction]:
-                    target[key] = source.pop(key)
+            for table, key in (("open_by_id", interaction.id_key), ("by_id", interaction.id_key), ("by_token", interaction.token)):
+                source = getattr(old, table)
+                if key is not None and source.get(key) is interaction:
+                    getattr(new, table)[key] = source.pop(key)
             if old.pending.pop(id(interaction), None) is not None:
                 new.pending[id(interaction)] = interaction
             if old.on_channel.get(channel.name) is interaction:
@@ -623,12 +625,12 @@ class _Links:
             # the page names the group after the request's row; one in a batch is named here
             self.diagram.groups.append(row if type(frame.message) is dict and not frame.partial
                                        else f"{_text(item['method'], 80)} #{interaction.request_id} (frame {frame.seq})")
-            key = _key(request_id)
+            key = interaction.id_key = _key(request_id)
             if key is not None:
                 session.open_by_id[key] = session.by_id[key] = interaction
             params = item.get("params")
             meta = params.get("_meta") if isinstance(params, dict) else None
-            token = _key(meta.get("progressToken")) if isinstance(meta, dict) else None
+            token = interaction.token = _key(meta.get("progressToken")) if isinstance(meta, dict) else None
             if token is not None:
                 session.by_token[token] = interaction
             session.pending[id(interaction)] = interaction

@@ -32,7 +32,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
-from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (
     METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, params_of, read_client, wire_form,
@@ -164,6 +164,7 @@ class ReplayEngine:
         self._report = Report()
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
+        self._not_found: Counter[str] = Counter()  # ... and its requests for what the recorded server did not declare
         self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
@@ -383,7 +384,9 @@ class ReplayEngine:
         self._report.unused = [i.describe() for i in self._interactions if not i.matched]
         self._report.adapted = self._adapted + [
             f"{method} ×{count}: answered with an empty result (the recording had no unplayed {method} left)"
-            for method, count in self._empty_answers.items()]
+            for method, count in self._empty_answers.items()] + [
+            f"{method} ×{count}: answered Method not found (the recorded server did not declare {CAPABILITY_OF[method]})"
+            for method, count in self._not_found.items()]
         return self._report
 
     def _skip_unsent(self, channel: str, sent: list[ItemKey]) -> None:
@@ -543,18 +546,39 @@ class ReplayEngine:
         """The answer the recorded server gives any client, for a request the recording has none
         left of, where the protocol leaves it one answer: an empty result to a ping, and to a
         logging/setLevel when it declared logging (clients such as the Inspector set a level on
-        connecting; the log messages stay as recorded); to the server/discover probe of a
-        2026-07-28 client, a server of an initialize era answers Method not found, which is what
-        tells that client to fall back to initialize. (The whole recording is indexed by now.)"""
+        connecting; the log messages stay as recorded); Method not found to a request for a
+        capability it did not declare (clients that list prompts and resources of every server),
+        and to the server/discover probe of a 2026-07-28 client from a server of an initialize era,
+        which is what tells that client to fall back to initialize. (The whole recording is
+        indexed by now.)"""
         method, request_id, params = request["method"], request["id"], params_of(request)
+        capabilities = self._recorded_capabilities()
+        needed = CAPABILITY_OF.get(method)
         if method == PING or (method == SET_LEVEL and params.get("level") in LOG_LEVELS
-                              and self._recorded_server_declares("logging")):
+                              and capabilities is not None and needed in capabilities):
             self._empty_answers[method] += 1  # counted, not listed: a client may ping all day
             return Reply.result(request_id, {})
+        if capabilities is not None and needed is not None and needed not in capabilities:
+            self._not_found[method] += 1
+            return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
         if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._interactions):
             self._adapted.append(f"server/discover id {request_id!r}: answered Method not found, as the recorded "
                                  "server (of an initialize era) would")
             return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
+        return None
+
+    def _recorded_capabilities(self) -> dict[str, Any] | None:
+        """The capabilities the recorded server declared (in its initialize or server/discover
+        result), or None when the recording holds no such result."""
+        for interaction in self._interactions:
+            if interaction.request["method"] not in (HANDSHAKE_METHOD, DISCOVER_METHOD):
+                continue
+            for server_item in interaction.server_items:
+                for item in items(server_item.frame.message) if server_item.frame.message is not None else ():
+                    result = item.get("result")
+                    if item.get("id") == interaction.recorded_id and type(result) is dict:
+                        capabilities = result.get("capabilities")
+                        return capabilities if type(capabilities) is dict else {}
         return None
 
     def _handshake_done_unrecorded(self, notification: dict[str, Any]) -> bool:
@@ -568,19 +592,6 @@ class ReplayEngine:
         self._handshake_done_taken = True
         self._adapted.append(f"{HANDSHAKE_DONE}: taken silently, as any server takes it (the recorded client did not send it)")
         return True
-
-    def _recorded_server_declares(self, capability: str) -> bool:
-        """Whether the recorded server declared `capability` (in its initialize or server/discover result)."""
-        for interaction in self._interactions:
-            if interaction.request["method"] not in (HANDSHAKE_METHOD, DISCOVER_METHOD):
-                continue
-            for server_item in interaction.server_items:
-                for item in items(server_item.frame.message) if server_item.frame.message is not None else ():
-                    result = item.get("result")
-                    if item.get("id") == interaction.recorded_id and type(result) is dict:
-                        capabilities = result.get("capabilities")
-                        return type(capabilities) is dict and capability in capabilities
-        return False
 
     def _take_handshake(self, request: dict[str, Any]) -> Interaction | None:
         """A live initialize that equals no unplayed recorded one plays the first unplayed one, as a

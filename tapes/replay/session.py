@@ -191,12 +191,17 @@ def scrubbed_live(incoming: Incoming, hook: FrameHook) -> tuple[bytes, Incoming]
 def summary(sessions: Sequence[ReplaySession]) -> tuple[list[str], bool]:
     """The end-of-replay summary lines (one block per session, named when there are several) and
     whether the replay was clean (every live message matched)."""
-    lines = []
+    if len(sessions) == 1:
+        return sessions[0].report.lines(), sessions[0].report.clean
+    # Sessions with the very same summary (N clients of one recorded session, under --repeats
+    # allow) share one block: what sets one apart is not lost among a thousand copies.
+    alike: dict[tuple[str, ...], list[str]] = {}
     for session in sessions:
-        block = session.report.lines()
-        if len(sessions) > 1:
-            block = [f"session {session.name or '(none)'}: {line}" for line in block]
-        lines += block
+        alike.setdefault(tuple(session.report.lines()), []).append(session.name or "(none)")
+    lines = []
+    for block, names in alike.items():
+        named = names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} more alike)"
+        lines += [f"session {named}: {line}" for line in block]
     return lines, all(session.report.clean for session in sessions)
 
 

@@ -22,6 +22,15 @@ SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"  # in _meta: the 
 
 TASK_ERAS = ("2025-11-25",)  # tasks: task-augmented requests, tasks/get|result|list|cancel, notifications/tasks/status
 
+CAPABILITY_OF = {
+    "tools/list": "tools", "tools/call": "tools",
+    "prompts/list": "prompts", "prompts/get": "prompts",
+    "resources/list": "resources", "resources/templates/list": "resources", "resources/read": "resources",
+    "resources/subscribe": "resources", "resources/unsubscribe": "resources",
+    "completion/complete": "completions", "logging/setLevel": "logging",
+}  # fmt: skip
+"""The server capability a request needs, every era: a server that did not declare it has no such method."""
+
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """The param a request's `Mcp-Name` header mirrors (2026-07-28), which is also what it is about."""
 

@@ -10,14 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, MCPError, StdioServerParameters
 
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
 from tests.support.interop import HTTP, SSE, STDIO, replay, stable
-from tests.support.paths import CASSETTES
+from tests.support.paths import CASSETTES, TAPES
+from tests.support.processes import TIMEOUT
 
 CLIENTS = ("python", "ts", "inspector")
 CASSETTES_BY_TRANSPORT = {
@@ -64,3 +67,30 @@ def _recorded_a_probe(path: Path) -> bool:
     """Whether the recorded client probed with server/discover too (the replay then plays its answer)."""
     return any(f.from_client and f.kind is Kind.MESSAGE and item.get("method") == "server/discover"
                for f in load(path).frames for item in items(f.message))
+
+
+def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_found(tmp_path: Path) -> None:
+    """The example's hand-written server declared tools only; a client that lists every server's
+    prompts and resources (as many hosts do on connecting) gets what that server gives, and goes on."""
+    report = tmp_path / "report.json"
+    server = StdioServerParameters(command=TAPES[0], args=[*TAPES[1:], "replay", str(CASSETTES / "example" / "weather.tape"), "--report", str(report)])
+
+    async def session() -> tuple[list[int], list[str]]:
+        codes = []
+        with anyio.fail_after(TIMEOUT * 2):
+            async with Client(server, mode="legacy", read_timeout_seconds=TIMEOUT) as client:  # type: ignore[arg-type]
+                for listing in (client.list_prompts, client.list_resources):
+                    with pytest.raises(MCPError) as refused:
+                        await listing()
+                    codes.append(refused.value.error.code)
+                tools = await client.list_tools()
+        return codes, [tool.name for tool in tools.tools]
+
+    codes, tools = anyio.run(session)
+    assert codes == [-32601, -32601] and tools == ["get_forecast"]
+    summary = json.loads(report.read_text())
+    assert summary["unmatched"] == []
+    assert [line for line in summary["adapted"] if "Method not found" in line] == [
+        "prompts/list ×1: answered Method not found (the recorded server did not declare prompts)",
+        "resources/list ×1: answered Method not found (the recorded server did not declare resources)",
+    ]

@@ -85,6 +85,8 @@ def test_a_used_session_is_refused_by_name_or_served_again_with_repeats_allow(re
     code, summary = again.stop()
     assert code == 0, summary
     assert runs == [first] * 3
+    # three sessions with the same summary share one block of it
+    assert f"session {session_id} (and 2 more alike): played " in summary and summary.count(": played ") == 1
 
 
 def test_repeats_over_http_are_answered_under_the_live_request_id(recorded: Callable[..., Path]) -> None:

@@ -103,9 +103,34 @@ def test_a_log_level_gets_an_empty_result_only_from_a_server_that_declared_loggi
     assert engine.report.clean and engine.report.adapted[-1].startswith("logging/setLevel ×1: answered with an empty result")
     [refused] = send(engine, req(3, "logging/setLevel", {"level": "loud"}))  # not a level: the server would refuse it
     assert refused["error"]["code"] == NO_MATCH
-    without = ReplayEngine(SESSION)  # its server declared tools only
+    without = ReplayEngine(SESSION)  # its server declared tools only: it has no logging/setLevel
     [error] = send(without, req(2, "logging/setLevel", {"level": "debug"}))
-    assert error["error"]["code"] == NO_MATCH and not without.report.clean
+    assert error["error"] == {"code": METHOD_NOT_FOUND, "message": "Method not found"} and without.report.clean
+
+
+@pytest.mark.parametrize("method", ["prompts/list", "resources/list", "resources/templates/list", "completion/complete"])
+def test_a_request_for_a_capability_the_recorded_server_did_not_declare_gets_method_not_found(method: str) -> None:
+    engine = ReplayEngine(SESSION)  # its server declared tools only
+    send(engine, initialize(1, "2025-06-18", {"roots": {"listChanged": True}, "sampling": {}}))
+    for id_ in (2, 3):
+        assert send(engine, req(id_, method)) == [
+            {"jsonrpc": "2.0", "id": id_, "error": {"code": METHOD_NOT_FOUND, "message": "Method not found"}}]
+    capability = "completions" if method.startswith("completion") else method.split("/")[0]
+    assert engine.report.clean
+    assert engine.report.adapted == [f"{method} ×2: answered Method not found (the recorded server did not declare {capability})"]
+
+
+def test_a_request_for_a_declared_capability_the_recording_lacks_is_a_miss() -> None:
+    engine = ReplayEngine(SESSION)
+    send(engine, initialize(1, "2025-06-18", {"roots": {"listChanged": True}, "sampling": {}}))
+    [error] = send(engine, req(2, "tools/call", {"name": "unrecorded"}))
+    assert error["error"]["code"] == NO_MATCH and not engine.report.clean
+
+
+def test_without_a_recorded_handshake_nothing_is_known_undeclared() -> None:
+    engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": []}))))
+    [error] = send(engine, req(2, "prompts/list"))
+    assert error["error"]["code"] == NO_MATCH and not engine.report.clean
 
 
 def test_the_discover_probe_gets_method_not_found_from_a_server_of_an_initialize_era() -> None:
