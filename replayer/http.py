@@ -229,7 +229,8 @@ class HttpReplayer:
                                      for frame in cassette.frames)
         self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
-        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])])
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])],
+                             exception_handlers={405: _other_method})
 
     @property
     def endpoint(self) -> str:
@@ -311,7 +312,7 @@ class HttpReplayer:
             self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
         if request.method == "HEAD":  # starlette routes it with GET: it must neither open a stream nor end the session
-            return _error(405, "Method Not Allowed: HEAD")
+            return _other_method(request)
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
             allowed = preflight_headers(self._cors, request.headers.get("access-control-request-headers"))
             if allowed is None:
@@ -669,6 +670,11 @@ def _made_up(replies: list[Reply]) -> Response:
         return Response(status_code=202)
     body = replies[0].payload if len(replies) == 1 else encode([reply.message for reply in replies])
     return Response(body, 400 if any(reply.malformed for reply in replies) else 200, media_type="application/json")
+
+
+def _other_method(request: Request, *_: Any) -> Response:
+    """A method the transport has no use for (PUT, PATCH, HEAD, ...): its 405, with a JSON-RPC body as every refusal."""
+    return _error(405, f"Method Not Allowed: {request.method}")
 
 
 def _error(status: int, message: str, allow: _Session | None = None) -> Response:
