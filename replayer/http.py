@@ -48,6 +48,7 @@ from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, sp
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
     batch_problem,
+    check_heads,
     header_mismatch,
     host_allowed,
     mismatch_reply,
@@ -204,6 +205,7 @@ class HttpReplayer:
     def __init__(self, cassette: Cassette, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
         self._cassette = cassette
+        check_heads(cassette.frames)
         self._faults = FaultPlan(self.options.faults)
         new_episodes = self.options.new_episodes is not None
         # the control each session is played with: the cassette's redacted params left out of matching
@@ -569,7 +571,7 @@ class HttpReplayer:
         if info.get("event") != "endpoint":
             return sse_bytes(action)
         origin = f"{request.url.scheme}://{request.url.netloc}"
-        data = moved_to_origin(action.payload.decode(), self._cassette.header.server.get("url"), origin)
+        data = moved_to_origin(action.payload.decode("utf-8", "replace"), self._cassette.header.server.get("url"), origin)
         if session.live_id != session.recorded_id and session.recorded_id:
             data = data.replace(f"={session.recorded_id}", f"={session.live_id}")  # the endpoint names the live session
         return sse_bytes(Action(action.frame, data.encode()))

@@ -2,20 +2,24 @@
 are not JSON (invalid UTF-8, chunked, empty), odd or enormous session, version and Last-Event-ID
 headers, requests for sessions that never were or were deleted, GET before initialize. Each gets
 an HTTP status with a JSON-RPC error body that names the problem, and the replayer goes on
-serving its session and other clients."""
+serving its session and other clients. A cassette whose recorded head HTTP cannot carry is
+refused before anything is served, in one sentence."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
+import subprocess
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
 from replayer.http import replay_server
 from tapes.cassette.frames import Kind
-from tapes.cassette.store import load
+from tapes.cassette.store import load, save
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, TAPES
 from tests.support.processes import TIMEOUT
 
 CASSETTE = ROOT / "cassettes" / "everything-http-2025-11-25.tape"
@@ -86,3 +90,16 @@ def test_hostile_requests_get_a_status_and_a_json_rpc_error_and_the_replay_goes_
         again = client.post(url, content=initialize, headers=ACCEPT)
         assert again.status_code == 200 and "already played" in again.json()["error"]["message"]
     assert any("Last-Event-ID 'never-issued'" in line for line in server.report_lines)
+
+
+def test_a_cassette_with_a_head_http_cannot_send_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    recorded = load(CASSETTE)
+    at = next(index for index, frame in enumerate(recorded.frames) if frame.kind is Kind.HTTP_RESPONSE)
+    head = recorded.frames[at]
+    frames = [*recorded.frames[:at], dataclasses.replace(head, info={**head.info, "status": 0}), *recorded.frames[at + 1 :]]
+    save(dataclasses.replace(recorded, frames=frames), tmp_path / "odd.tape")
+    run = subprocess.run([*TAPES, "replay", "--http", "--listen", "127.0.0.1:0", str(tmp_path / "odd.tape")],
+                         capture_output=True, timeout=TIMEOUT)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode().splitlines() == [
+        f"tapes: error: frame {head.seq} is a response head with status 0, which HTTP cannot send"]

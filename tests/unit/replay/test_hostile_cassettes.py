@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteError, loads
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
-from tapes.replay.http_rules import param_headers, recorded_cors, recorded_versions
+from tapes.replay.http_rules import check_heads, param_headers, recorded_cors, recorded_versions
 from tapes.replay.oauth import AuthFlow
 from tapes.replay.outcomes import Action, Reception
 from tapes.replay.session import ReplaySession
@@ -73,6 +74,7 @@ def _replayed(cassette: Cassette) -> None:
         _served(ReplaySession(cassette.frames, control), cassette.frames, http=False)
         _served(ReplaySession(iter(cassette.frames), control), cassette.frames, http=False)  # read as it goes
         return
+    check_heads(cassette.frames)
     auth, frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
     auth.report_lines()
     recorded_versions(cassette.frames), param_headers(cassette.frames), recorded_cors(frames)
@@ -170,6 +172,21 @@ def test_tools_whose_input_schema_is_no_object_mirror_no_headers() -> None:
     listed = res(1, {"tools": [{"name": "a", "inputSchema": ["x"]}, {"name": "b", "inputSchema": {"properties": [1]}},
                                {"name": "c", "inputSchema": {"properties": {"q": {"x-mcp-header": "Q"}}}}]})
     assert param_headers(_stdio((S2C, listed))) == {"c": {"mcp-param-q": "q"}}
+
+
+@pytest.mark.parametrize(("status", "headers", "named"), [
+    (0, [], "status 0"), (600, [], "status 600"), (-1, [], "status -1"),
+    (200, [["X-Odd", "\U0001f600"]], "'X-Odd': '\U0001f600'"), (200, [["X-Odd", "\ud800"]], "'X-Odd': '\\ud800'"),
+    (200, [["X-Odd", "a\r\nSet-Cookie: x=1"]], "'X-Odd': 'a\\r\\nSet-Cookie: x=1'"), (200, [["X Odd", "v"]], "'X Odd': 'v'"),
+])
+def test_a_response_head_http_cannot_send_is_refused_before_serving(status: int, headers: list[list[str]], named: str) -> None:
+    recording = Recording()
+    recording.post(1, req(1, "initialize", {}))
+    recording.add(S2C, 1, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "application/json"], ["X-Fine", "é\t;"]])
+    check_heads(recording.frames)  # Latin-1 and a tab are what a recorder writes
+    recording.add(S2C, 1, Kind.HTTP_RESPONSE, status=status, headers=headers)
+    with pytest.raises(CassetteError, match=f"frame 4 is a response head with .*{re.escape(named)}.*which HTTP cannot send"):
+        check_heads(recording.frames)
 
 
 def test_verify_ties_nothing_to_objects_where_ids_and_states_go() -> None:
