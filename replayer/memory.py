@@ -24,22 +24,22 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 
-from tapes.cassette.frames import STDIO, Kind
+from tapes.cassette.frames import Kind
 from tapes.cassette.store import Cassette
-from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.outcomes import Action, Reception
 from tapes.replay.session import ReplaySession
+from tapes.replay.sessions import served_over_stdio
 
 
 class ReplayTransport:
-    """An SDK client transport served from `cassette` (a stdio recording). `session.report` is the
-    replay's summary once the client has closed it; with `report_path` it is also written there
-    as JSON (the pytest plugin judges the test by it)."""
+    """An SDK client transport served from `cassette` (of an HTTP recording, the messages of its
+    first session, as a stdio replay serves them). `session.report` is the replay's summary once
+    the client has closed it; with `report_path` it is also written there as JSON (the pytest
+    plugin judges the test by it)."""
 
     def __init__(self, cassette: Cassette, control: ReplayControl | None = None, report_path: Path | None = None) -> None:
-        if cassette.header.transport != STDIO:
-            raise UserError("an in-memory replay serves stdio recordings; replay an HTTP cassette with replay_server")
+        cassette = served_over_stdio(cassette, "the cassette")
         self.control = (control or ReplayControl()).for_cassette(cassette.header)
         self.session = ReplaySession(cassette.frames, self.control)
         self._report_path = report_path

@@ -286,7 +286,7 @@ def replay(
     Record modes:  tapes replay FILE --record-mode once -- python server.py   (or TAPES_RECORD_MODE=once)
     Faults (HTTP): a CHANNEL is a recorded exchange (http:N, see `tapes show`), N an SSE event's number on it.
     """
-    from tapes.cassette.store import load, stream
+    from tapes.cassette.store import Cassette, CassetteStream, load, stream
     from tapes.config import load_config
     from tapes.replay.control import ReplayControl
 
@@ -339,14 +339,19 @@ def replay(
         if used := [flag for flag, value in {**http_only, "--upstream": upstream}.items() if value]:
             raise UserError(f"{used[0]} only applies to an HTTP replay: add --http")
         from replayer.stdio import replay_stdio
+        from tapes.replay.sessions import served_over_stdio
 
         plan = None
         if new_episodes:
             plan = NewEpisodes(list(server_command), Path(cassette), record_flags)
         # read as the replay goes, so a big cassette answers at once; new episodes splice it: loaded
-        loaded = load(cassette) if plan else stream(cassette)
+        loaded: Cassette | CassetteStream = load(cassette) if plan else stream(cassette)
         if loaded.header.transport != "stdio":
-            raise UserError(f"{cassette} was recorded over HTTP: replay it with --http (and point the client at the URL it prints)")
+            if plan:
+                raise UserError(f"{cassette} was recorded over HTTP: new episodes of it need --http and --upstream URL")
+            if isinstance(loaded, CassetteStream):
+                loaded.close()
+            loaded = served_over_stdio(load(cassette), cassette)
         sys.exit(replay_stdio(loaded, strict=not allow_unmatched, control=control, report_path=report_path,
                               new_episodes=plan))
     from replayer.http import ReplayOptions, replay_http

@@ -10,10 +10,12 @@ session with id None.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qs, urlsplit
 
-from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.frames import STDIO, Frame, Kind
+from tapes.cassette.store import Cassette
+from tapes.errors import UserError
 from tapes.wire.http import header
 
 SESSION_HEADER = "mcp-session-id"
@@ -59,3 +61,43 @@ def split_sessions(frames: Sequence[Frame]) -> list[RecordedSession]:
     for frame in frames:
         grouped.setdefault(sessions.get(frame.channel), []).append(frame)
     return [RecordedSession(session_id, session_frames) for session_id, session_frames in grouped.items()]
+
+
+def messages_over_stdio(frames: Sequence[Frame]) -> tuple[list[Frame], int]:
+    """The JSON-RPC messages of an HTTP recording's first session, as a stdio recording of them,
+    and how many sessions the recording has (whose server took any message). What only HTTP has
+    stays behind: heads, priming and endpoint events, stream ends, and every exchange the server
+    did not take (a 401 before the login, a 404 for an expired session), whose request the client
+    sent again."""
+    served = [messages for session in split_sessions(frames) if (messages := _taken_messages(session.frames))]
+    return (served[0] if served else []), len(served)
+
+
+def _taken_messages(frames: list[Frame]) -> list[Frame]:
+    taken = {frame.channel for frame in frames
+             if frame.kind is Kind.HTTP_RESPONSE and type(status := (frame.info or {}).get("status")) is int and 200 <= status < 300}
+    return [Frame(frame.seq, frame.t, frame.direction, STDIO, Kind.MESSAGE, frame.message, _one_line(frame.data))
+            for frame in frames if frame.channel in taken and _is_message(frame)]
+
+
+def _is_message(frame: Frame) -> bool:
+    return frame.message is not None and frame.kind in (Kind.MESSAGE, Kind.SSE_EVENT)
+
+
+def _one_line(data: bytes | None) -> bytes | None:
+    """A message's verbatim bytes, where they fit on one stdio line (an SSE event's data may span several)."""
+    return data if data is not None and b"\n" not in data and b"\r" not in data else None
+
+
+def served_over_stdio(cassette: Cassette, name: str) -> Cassette:
+    """`cassette` as a stdio replay serves it: an HTTP recording becomes the messages of its first
+    session, with a warning that says so; a stdio recording stays as it is."""
+    if cassette.header.transport == STDIO:
+        return cassette
+    frames, sessions = messages_over_stdio(cassette.frames)
+    if not frames:
+        raise UserError(f"{name} was recorded over HTTP and its server took no JSON-RPC message: nothing to replay")
+    of = f" (the first of {sessions})" if sessions > 1 else ""
+    note = (f"{name} was recorded over HTTP: this stdio replay serves the JSON-RPC messages of its session{of}, "
+            "without HTTP's heads and event ids (--http serves it over HTTP)")
+    return Cassette(replace(cassette.header, transport=STDIO), frames, [*cassette.warnings, note])

@@ -7,7 +7,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
+
+from replayer.memory import ReplayTransport
+from tapes.cassette.store import load
 
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
@@ -58,3 +63,16 @@ def test_an_in_memory_miss_fails_the_test_at_teardown(pytester: pytest.Pytester)
     result = run(pytester, "none", swallowing)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*did not go as recorded*", "*unmatched tools/call*Lima*"])
+
+
+def test_an_http_cassette_is_served_in_memory_as_its_session() -> None:
+    """A Streamable HTTP recording of server-everything, served in memory to the SDK client."""
+    transport = ReplayTransport(load(ROOT / "cassettes" / "everything-http-2025-11-25.tape"))
+
+    async def tools() -> list[str]:
+        async with Client(transport, mode="legacy", cache=None) as client:  # type: ignore[arg-type]
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    names = anyio.run(tools)
+    assert "echo" in names and len(names) == 15
+    assert transport.session.report.unmatched == []

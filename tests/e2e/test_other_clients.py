@@ -94,3 +94,14 @@ def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_foun
         "prompts/list ×1: answered Method not found (the recorded server did not declare prompts)",
         "resources/list ×1: answered Method not found (the recorded server did not declare resources)",
     ]
+
+
+@pytest.mark.parametrize("client", ["python", "ts"])
+@pytest.mark.parametrize("name", ["everything-http-2025-11-25", "everything-sse-2024-11-05"])
+def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, client: str, tmp_path: Path) -> None:
+    """A client that runs the server as a process gets an HTTP recording's session over stdio."""
+    cassette = CASSETTES / f"{name}.tape"
+    replayed = replay(client, "tools", STDIO, cassette, probe=True, report=tmp_path / "report.json")
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    assert json.loads(replayed.summary)["unmatched"] == []

@@ -14,11 +14,12 @@ from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import Process
 
 
-def test_replaying_an_http_cassette_on_stdio_says_to_add_http() -> None:
-    run = subprocess.run([*TAPES, "replay", str(CASSETTES / "everything-http-2025-11-25.tape")],
+def test_new_episodes_of_an_http_cassette_on_stdio_say_to_add_http() -> None:
+    run = subprocess.run([*TAPES, "replay", str(CASSETTES / "everything-http-2025-11-25.tape"), "--new-episodes", "--", "true"],
                          input=b"", capture_output=True, timeout=60)
     assert run.returncode == 2 and run.stdout == b""
-    assert b"was recorded over HTTP: replay it with --http" in run.stderr and b"Traceback" not in run.stderr
+    assert b"was recorded over HTTP: new episodes of it need --http and --upstream URL" in run.stderr
+    assert b"Traceback" not in run.stderr
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -1,0 +1,79 @@
+"""An HTTP recording replayed over stdio (or in memory): the JSON-RPC messages of its first
+session that the server took, on the stdio channel, and nothing HTTP alone has."""
+
+from __future__ import annotations
+
+import pytest
+
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.store import Cassette, Header, load
+from tapes.errors import UserError
+from tapes.replay.engine import ReplayEngine
+from tapes.replay.sessions import messages_over_stdio, served_over_stdio
+
+from tests.support.messages import req, res
+from tests.support.paths import CASSETTES
+from tests.support.recordings import send
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+def exchange(seq: int, channel: str, status: int, request: dict, answer: dict | None, *, sse_data: bytes | None = None,
+             session: str = "s1") -> list[Frame]:
+    head = [["Mcp-Session-Id", session]] if session else []
+    frames = [Frame(seq, 0.0, C2S, channel, Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp", "headers": head}),
+              Frame(seq + 1, 0.0, C2S, channel, Kind.MESSAGE, request),
+              Frame(seq + 2, 0.0, S2C, channel, Kind.HTTP_RESPONSE, info={"status": status, "headers": head})]
+    if answer is not None:
+        frames.append(Frame(seq + 3, 0.0, S2C, channel, Kind.SSE_EVENT, answer, sse_data,
+                            info={"id": None, "event": None, "retry": None}))
+    return frames + [Frame(seq + 4, 0.0, S2C, channel, Kind.STREAM_END, info={"reason": "closed"})]
+
+
+def test_a_committed_http_cassette_becomes_its_session_on_stdio() -> None:
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+    frames, sessions = messages_over_stdio(cassette.frames)
+    assert sessions == 1
+    assert {(frame.channel, frame.kind) for frame in frames} == {(STDIO, Kind.MESSAGE)}
+    assert [frame.seq for frame in frames] == sorted(frame.seq for frame in frames)
+    assert frames[0].from_client and frames[0].message["method"] == "initialize"  # the refused probe before it is left out
+    messages = [frame.message for frame in cassette.frames if frame.message is not None]
+    assert all(frame.message in messages for frame in frames)
+
+
+def test_a_refused_request_is_left_out_and_its_retry_kept() -> None:
+    call = req(1, "tools/call", {"name": "echo"})
+    frames = [*exchange(1, "http:1", 401, call, None), *exchange(10, "http:2", 200, call, res(1, {"ok": True}))]
+    served, _ = messages_over_stdio(frames)
+    assert [(frame.seq, frame.message) for frame in served] == [(11, call), (13, res(1, {"ok": True}))]
+    engine = ReplayEngine(served)
+    assert send(engine, req(7, "tools/call", {"name": "echo"})) == [res(7, {"ok": True})]
+
+
+def test_verbatim_bytes_are_kept_only_where_they_fit_on_a_line() -> None:
+    one_line, two_lines = b'{"jsonrpc":"2.0","id":1,"result":{}}', b'{"jsonrpc":"2.0",\n"id":2,"result":{}}'
+    frames = [*exchange(1, "http:1", 200, req(1, "ping"), res(1, {}), sse_data=one_line),
+              *exchange(10, "http:2", 200, req(2, "ping"), res(2, {}), sse_data=two_lines)]
+    served, _ = messages_over_stdio(frames)
+    assert [frame.data for frame in served if not frame.from_client] == [one_line, None]
+
+
+def test_only_the_first_session_is_served_and_the_warning_says_how_many_there_were() -> None:
+    frames = [*exchange(1, "http:1", 200, req(1, "ping"), res(1, {}), session="a"),
+              *exchange(10, "http:2", 200, req(1, "tools/list"), res(1, {"tools": []}), session="b")]
+    served = served_over_stdio(Cassette(Header(transport="http", server={"url": "http://x/mcp"}), frames), "two.tape")
+    assert served.header.transport == STDIO
+    assert [frame.message for frame in served.frames] == [req(1, "ping"), res(1, {})]
+    assert served.warnings == ["two.tape was recorded over HTTP: this stdio replay serves the JSON-RPC messages of its "
+                               "session (the first of 2), without HTTP's heads and event ids (--http serves it over HTTP)"]
+
+
+def test_an_http_cassette_whose_server_took_no_message_is_one_sentence() -> None:
+    frames = exchange(1, "http:1", 401, req(1, "ping"), None)
+    with pytest.raises(UserError, match="^none.tape was recorded over HTTP and its server took no JSON-RPC message"):
+        served_over_stdio(Cassette(Header(transport="http", server={"url": "http://x/mcp"}), frames), "none.tape")
+
+
+def test_a_stdio_cassette_is_served_as_it_is() -> None:
+    cassette = load(CASSETTES / "everything-stdio-2025-11-25.tape")
+    assert served_over_stdio(cassette, "it") is cassette
