@@ -14,7 +14,7 @@ import click
 
 from tapes import __version__
 from tapes.config import RECORD_MODES
-from tapes.errors import UserError
+from tapes.errors import ERROR_PREFIX, UserError
 from tapes.replay.engine import Race, Repeats
 from tapes.replay.polls import Polls
 
@@ -30,14 +30,14 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             ctx.exit(128 + signal.SIGINT)
         except UserError as error:
-            click.echo(f"tapes: error: {error}", err=True)
+            click.echo(f"{ERROR_PREFIX}{error}", err=True)
             ctx.exit(2)
         except BrokenPipeError:
             raise  # the reader went away (`| head`): as ever
         except OSError as error:
             _discard_stdout()
             said = f"{error.filename}: {error.strerror}" if error.filename else f"stdout: cannot be written ({error.strerror})"
-            click.echo(f"tapes: error: {said}", err=True)
+            click.echo(f"{ERROR_PREFIX}{said}", err=True)
             ctx.exit(2)
 
 
