@@ -281,3 +281,36 @@ def recursion_as_in_the_cli() -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(limit)
+
+
+def hostile_notes() -> Cassette:
+    """The committed notes session (stdio, 2025-11-25) with odd recorded shapes put in, each one a
+    replay or a verify once broke on: its progress token an object (in the request and its progress
+    notifications), a progress notification and a cancellation whose params are arrays, a
+    cancellation naming an object, a recorded request whose params hold msgpack bytes (kept with the
+    bytes the client wrote), and no end: the recorded server never closed its side or exited."""
+    recorded = load(CASSETTES / "notes-stdio-2025-11-25.tape")
+    odd_token = {"t": [1]}
+    frames: list[Frame] = []
+    for frame in recorded.frames:
+        if frame.kind in (Kind.STREAM_END, Kind.EXIT):
+            continue
+        message = frame.message
+        if isinstance(message, dict) and message.get("method") == "notifications/progress":
+            message = {**message, "params": {**message["params"], "progressToken": odd_token}}
+        elif isinstance(message, dict) and message.get("method") == "tools/call" and "_meta" in message["params"]:
+            message = {**message, "params": {**message["params"], "_meta": {"progressToken": odd_token}}}
+        frames.append(dataclasses.replace(frame, message=message))
+        if isinstance(message, dict) and message.get("method") == "notifications/initialized":
+            t = frame.t
+            frames += [Frame(0, t, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "method": "notifications/progress",
+                                                            "params": [odd_token, 1]}),
+                       Frame(0, t, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                            "params": {"requestId": odd_token}}),
+                       Frame(0, t, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                            "params": [1]}),
+                       Frame(0, t, C2S, STDIO, Kind.MESSAGE,
+                             {"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {"name": "x", b"k": b"\0"}},
+                             b'{"jsonrpc":"2.0","id":90,"method":"tools/call","params":{"name":"x"}}')]
+    numbered = [dataclasses.replace(frame, seq=seq) for seq, frame in enumerate(frames, start=1)]
+    return dataclasses.replace(recorded, frames=numbered)
