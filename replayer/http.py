@@ -80,6 +80,7 @@ from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, moved_to_origin
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client
 from tapes.wire.sse import is_event_stream
+from tapes.wire.text import is_digits
 
 if TYPE_CHECKING:
     from replayer.handover import Handover
@@ -611,7 +612,7 @@ class _Stream(Response):
 
 async def _body(request: Request, limit: int) -> bytes | Response:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and is_digits(declared) and int(declared) > limit:
         return _too_large(limit)
     chunks, size = [], 0
     try:

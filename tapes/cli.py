@@ -15,6 +15,7 @@ import click
 from tapes import __version__
 from tapes.config import RECORD_MODES
 from tapes.errors import ERROR_PREFIX, UserError
+from tapes.wire.text import is_digits
 from tapes.replay.engine import Race, Repeats
 from tapes.replay.polls import Polls
 
@@ -65,7 +66,7 @@ def _refuse_the_cassette_itself(output: Path, cassette: str, flag: str, instead:
 def _listen_address(text: str) -> tuple[str, int]:
     """--listen HOST:PORT (PORT 0 picks a free port)."""
     host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
+    if not colon or not host or not is_digits(port) or int(port) > 65535:
         raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
     return host.strip("[]"), int(port)
 

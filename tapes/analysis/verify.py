@@ -27,6 +27,7 @@ from tapes.replay.index import checked_payload
 from tapes.replay.sessions import legacy_session_id
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import MessageType, classify, decode, id_member, items, meta_of, params_of, wire_form
+from tapes.wire.text import is_digits
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
@@ -244,7 +245,7 @@ class HttpRequest:
 
 def _exchange_number(channel: str) -> int | None:
     prefix, _, number = channel.partition(":")
-    return int(number) if prefix == "http" and number.isascii() and number.isdigit() else None
+    return int(number) if prefix == "http" and is_digits(number) else None
 
 
 class HttpClientScript(ClientScript):
