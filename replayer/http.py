@@ -48,7 +48,7 @@ from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, sp
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
     batch_problem,
-    check_heads,
+    check_sendable,
     header_mismatch,
     host_allowed,
     mismatch_reply,
@@ -206,7 +206,7 @@ class HttpReplayer:
     def __init__(self, cassette: Cassette, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
         self._cassette = cassette
-        check_heads(cassette.frames)
+        check_sendable(cassette.frames)
         self._faults = FaultPlan(self.options.faults)
         new_episodes = self.options.new_episodes is not None
         # the control each session is played with: the cassette's redacted params left out of matching

@@ -209,12 +209,18 @@ _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110: what a field n
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # ... and a value: no line break or other control, Latin-1
 
 
-def check_heads(frames: Iterable[Frame]) -> None:
+def check_sendable(frames: Iterable[Frame]) -> None:
     """Raise CassetteError, in one sentence, for the first recorded response head HTTP/1.1 cannot
     carry (a status outside 100-599, a header whose name is no token or whose value holds a line
-    break or a character beyond Latin-1, which a recorder never writes): checked before anything
-    is served, so that no client gets a broken answer."""
+    break or a character beyond Latin-1) or SSE event an event stream cannot (an id or event name
+    with a line break, which would forge fields of its own): a recorder writes none. Checked before
+    anything is served, so that no client gets a broken answer."""
     for frame in frames:
+        if frame.kind is Kind.SSE_EVENT:
+            for field in ("id", "event"):
+                if any(brk in ((frame.info or {}).get(field) or "") for brk in "\r\n"):
+                    raise CassetteError(f"frame {frame.seq} is an SSE event with the {field} "
+                                        f"{frame.info[field][:60]!r}, which an event stream cannot carry")
         if frame.kind is not Kind.HTTP_RESPONSE:
             continue
         info = frame.info or {}

@@ -103,3 +103,16 @@ def test_a_cassette_with_a_head_http_cannot_send_is_refused_in_one_sentence(tmp_
     assert run.returncode == 2 and run.stdout == b""
     assert run.stderr.decode().splitlines() == [
         f"tapes: error: frame {head.seq} is a response head with status 0, which HTTP cannot send"]
+
+
+def test_a_legacy_endpoint_event_that_is_not_utf8_is_sent_with_replacement() -> None:
+    recorded = load(ROOT / "cassettes" / "everything-sse-2024-11-05.tape")
+    at = next(index for index, frame in enumerate(recorded.frames) if (frame.info or {}).get("event") == "endpoint")
+    endpoint = recorded.frames[at]
+    odd = dataclasses.replace(endpoint, data=endpoint.data + b"&x=\xff")
+    with replay_server(dataclasses.replace(recorded, frames=[*recorded.frames[:at], odd, *recorded.frames[at + 1 :]])) as server:
+        with httpx.stream("GET", server.url, headers={"Accept": "text/event-stream"}, timeout=TIMEOUT) as response:
+            lines = response.iter_lines()
+            first, second = next(lines), next(lines)
+    assert response.status_code == 200 and first == "event: endpoint"
+    assert second == f"data: {endpoint.data.decode()}&x=\ufffd"

@@ -23,7 +23,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteError, loads
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
-from tapes.replay.http_rules import check_heads, param_headers, recorded_cors, recorded_versions
+from tapes.replay.http_rules import check_sendable, param_headers, recorded_cors, recorded_versions
 from tapes.replay.oauth import AuthFlow
 from tapes.replay.outcomes import Action, Reception
 from tapes.replay.session import ReplaySession
@@ -74,7 +74,7 @@ def _replayed(cassette: Cassette) -> None:
         _served(ReplaySession(cassette.frames, control), cassette.frames, http=False)
         _served(ReplaySession(iter(cassette.frames), control), cassette.frames, http=False)  # read as it goes
         return
-    check_heads(cassette.frames)
+    check_sendable(cassette.frames)
     auth, frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
     auth.report_lines()
     recorded_versions(cassette.frames), param_headers(cassette.frames), recorded_cors(frames)
@@ -183,10 +183,22 @@ def test_a_response_head_http_cannot_send_is_refused_before_serving(status: int,
     recording = Recording()
     recording.post(1, req(1, "initialize", {}))
     recording.add(S2C, 1, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "application/json"], ["X-Fine", "é\t;"]])
-    check_heads(recording.frames)  # Latin-1 and a tab are what a recorder writes
+    check_sendable(recording.frames)  # Latin-1 and a tab are what a recorder writes
     recording.add(S2C, 1, Kind.HTTP_RESPONSE, status=status, headers=headers)
     with pytest.raises(CassetteError, match=f"frame 4 is a response head with .*{re.escape(named)}.*which HTTP cannot send"):
-        check_heads(recording.frames)
+        check_sendable(recording.frames)
+
+
+@pytest.mark.parametrize("info", [{"id": "1\ndata: {}", "event": None}, {"id": None, "event": "message\r"}])
+def test_an_sse_event_whose_id_or_name_would_forge_fields_is_refused_before_serving(info: dict[str, Any]) -> None:
+    recording = Recording()
+    recording.post(1, req(1, "initialize", {}))
+    recording.add(S2C, 1, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "text/event-stream"]])
+    recording.add(S2C, 1, Kind.SSE_EVENT, res(1, {}), id="1", event="message", retry=None)
+    check_sendable(recording.frames)
+    recording.add(S2C, 1, Kind.SSE_EVENT, res(1, {}), retry=None, **info)
+    with pytest.raises(CassetteError, match=r"frame 5 is an SSE event with the (id|event) .*, which an event stream cannot carry"):
+        check_sendable(recording.frames)
 
 
 def test_verify_ties_nothing_to_objects_where_ids_and_states_go() -> None:
