@@ -130,8 +130,11 @@ def _check_reachable(url: str) -> None:
 
 def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: queue.Queue[_Report]) -> None:
     """Send one request and report what comes back, all of it (an SSE stream until it ends)."""
+    # Header values as the recorder read them, Latin-1 (httpx encodes text as ASCII); one no byte
+    # can stand for (a hand-written cassette's) as "?"
+    headers = [(name, value.encode("latin-1", "replace")) for name, value in request.headers]
     try:
-        with client.stream(request.method, url, headers=request.headers, content=request.body) as response:
+        with client.stream(request.method, url, headers=headers, content=request.body) as response:
             reports.put(("head", request.exchange, [(k.decode(), v.decode()) for k, v in response.headers.raw]))
             if is_event_stream(response.headers.get("content-type")):
                 parser, count = SSEParser(), 0
@@ -143,8 +146,8 @@ def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: que
                             return  # the recorded client left this stream here
             else:
                 reports.put(("body", request.exchange, response.read()))
-    except httpx.HTTPError:
-        pass  # a broken exchange: the recording of the live session says what happened
+    except (httpx.HTTPError, httpx.InvalidURL):
+        pass  # a broken exchange (or a recorded path no URL can be made of): the live recording says what happened
     finally:
         reports.put(("end", request.exchange, None))
 

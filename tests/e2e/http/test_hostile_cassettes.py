@@ -2,13 +2,18 @@
 replayer: a client that sends what the recorded one did, with its recorded heads, gets an answer or
 a JSON-RPC error for each request (or the connection cut where the recording has no answer), never
 a 500, and the server logs no exception. A cassette the replay refuses says so in one sentence.
+`tapes verify` of an HTTP cassette with odd recorded heads ends with its diff, no traceback.
 
 The example count comes from TAPES_FUZZ_EXAMPLES (a tenth of it: each starts a server)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import subprocess
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,10 +23,11 @@ from hypothesis import strategies as st
 
 from replayer.http import replay_server
 from tapes.cassette.frames import Frame, Kind
-from tapes.cassette.store import Cassette, loads
+from tapes.cassette.store import Cassette, load, loads, save
 from tapes.errors import UserError
 
 from tests.support.hostile_cassettes import cassettes, mutated_cassettes, recursion_as_in_the_cli
+from tests.support.paths import ROOT, TAPES
 
 EXAMPLES = max(int(os.environ.get("TAPES_FUZZ_EXAMPLES", "40")) // 10, 2)
 SENT_HEADERS = ("content-type", "accept", "last-event-id", "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name")
@@ -75,3 +81,22 @@ def test_the_http_replayer_serves_any_cassette_that_loads_without_a_500(cassette
             serving.__exit__(None, None, None)
         server.report_lines
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR], caplog.text
+
+
+def test_verify_over_http_sends_recorded_heads_as_recorded_or_says_the_exchange_broke(tmp_path: Path) -> None:
+    """A recorded header value in Latin-1 (as the recorder reads heads) goes out as those bytes,
+    and a request whose recorded path makes no URL is a broken exchange of the live session: the
+    diff says so, no thread prints a traceback."""
+    recorded = load(ROOT / "cassettes" / "everything-http-2025-11-25.tape")
+    posts = [index for index, frame in enumerate(recorded.frames) if frame.kind is Kind.HTTP_REQUEST
+             and frame.info["method"] == "POST"]
+    frames = list(recorded.frames)
+    for index, change in ((posts[1], {"headers": [*frames[posts[1]].info["headers"], ["Mcp-Odd", "é"]]}),
+                          (posts[-1], {"path": "http://[::1/mcp"})):
+        frames[index] = dataclasses.replace(frames[index], info={**frames[index].info, **change})
+    save(dataclasses.replace(recorded, frames=frames), tmp_path / "odd.tape")
+    with replay_server(recorded) as server:
+        run = subprocess.run([*TAPES, "verify", str(tmp_path / "odd.tape"), "--upstream", server.url, "--step-timeout", "1",
+                              "--format", "json"], capture_output=True, timeout=120)
+    assert b"Traceback" not in run.stderr and run.returncode == 1, run.stderr
+    assert json.loads(run.stdout)["changes"]  # the last exchange never reached the server
