@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import partial
 from typing import Any
 
 import pytest
@@ -23,9 +24,11 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteError, loads
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
+from tapes.replay.engine import Race, Repeats
 from tapes.replay.http_rules import check_sendable, param_headers, recorded_cors, recorded_versions
 from tapes.replay.oauth import AuthFlow
 from tapes.replay.outcomes import Action, Reception
+from tapes.replay.polls import Polls
 from tapes.replay.session import ReplaySession
 from tapes.replay.sessions import split_sessions
 from tapes.replay.streams import StreamBook, sse_bytes
@@ -68,8 +71,8 @@ def _served(session: ReplaySession, frames: list[Frame], http: bool) -> list[Act
     return actions
 
 
-def _replayed(cassette: Cassette) -> None:
-    control = ReplayControl().for_cassette(cassette.header)
+def _replayed(cassette: Cassette, control: ReplayControl) -> None:
+    control = control.for_cassette(cassette.header)
     if cassette.header.transport == STDIO:
         _served(ReplaySession(cassette.frames, control), cassette.frames, http=False)
         _served(ReplaySession(iter(cassette.frames), control), cassette.frames, http=False)  # read as it goes
@@ -106,12 +109,18 @@ def _verified(cassette: Cassette) -> None:
             script.force()
 
 
+# every policy a replay can be steered by (the race, repeated requests, polls), with a timing so
+# that polls advance on the recorded clock
+_CONTROLS = st.builds(ReplayControl, race=st.sampled_from(Race), repeats=st.sampled_from(Repeats),
+                      speed=st.sampled_from([None, 1.0]), polls=st.sampled_from(Polls))
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.one_of(cassettes(), mutated_cassettes()))
-def test_replay_and_verify_end_normally_on_any_cassette_that_loads(file: tuple[bytes, str]) -> None:
+@given(st.one_of(cassettes(), mutated_cassettes()), _CONTROLS)
+def test_replay_and_verify_end_normally_on_any_cassette_that_loads(file: tuple[bytes, str], control: ReplayControl) -> None:
     cassette = loads(*file)
     with recursion_as_in_the_cli():
-        for serve_or_check in (_replayed, _verified):
+        for serve_or_check in (partial(_replayed, control=control), _verified):
             try:
                 serve_or_check(cassette)
             except UserError:
