@@ -1,15 +1,16 @@
 """Hostile HTTP requests to the HTTP replayer: methods the transport has no use for, bodies that
 are not JSON (invalid UTF-8, chunked, empty), odd or enormous session, version and Last-Event-ID
-headers, requests for sessions that never were or were deleted, GET before initialize. Each gets
-an HTTP status with a JSON-RPC error body that names the problem, and the replayer goes on
-serving its session and other clients. A cassette whose recorded head HTTP cannot carry is
-refused before anything is served, in one sentence."""
+headers, requests for sessions that never were or were deleted, GET before initialize, requests
+racing a DELETE. Each gets an HTTP status with a JSON-RPC error body that names the problem, and
+the replayer goes on serving its session and other clients. A cassette whose recorded head HTTP
+cannot carry is refused before anything is served, in one sentence."""
 
 from __future__ import annotations
 
 import dataclasses
 import socket
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -116,3 +117,22 @@ def test_a_legacy_endpoint_event_that_is_not_utf8_is_sent_with_replacement() -> 
             first, second = next(lines), next(lines)
     assert response.status_code == 200 and first == "event: endpoint"
     assert second == f"data: {endpoint.data.decode()}&x=\ufffd"
+
+
+def test_requests_racing_a_delete_get_their_answer_or_a_404_and_others_are_served() -> None:
+    client_messages = [frame.payload for frame in load(CASSETTE).frames if frame.from_client and frame.kind is Kind.MESSAGE]
+    initialize = next(message for message in client_messages if b'"initialize"' in message)
+    later = client_messages[client_messages.index(initialize) + 1 :]
+    with replay_server(CASSETTE) as server, httpx.Client(timeout=TIMEOUT) as client:
+        opened = client.post(server.url, content=initialize, headers=ACCEPT)
+        session = {**ACCEPT, "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            racing = [pool.submit(client.post, server.url, content=message, headers=session) for message in later]
+            deleted = pool.submit(client.delete, server.url, headers=session)
+            answers = [future.result() for future in racing]
+        assert deleted.result().status_code == 200
+        for answer in answers:
+            assert answer.status_code in (200, 202, 404), answer.text
+            if answer.status_code == 404:
+                assert answer.json()["error"]["message"] == "Not Found: session not found"
+        assert client.get(server.url, headers={"Accept": "text/event-stream"}).status_code == 400  # still serving
