@@ -1,7 +1,8 @@
 """Hostile cassettes that load, served and checked by real processes and peers: a stdio replay
 answers a client line by line with nothing on stdout but JSON-RPC, the in-memory replay serves the
 SDK client, `tapes verify` plays the recording against the real server, and where a cassette (or a
-server command) cannot be served or checked the command ends with one sentence and no traceback.
+server command) cannot be served or checked the command, or the pytest plugin's test, ends with one
+sentence and no traceback.
 (The HTTP replayer's cells are in tests/e2e/http/test_hostile_cassettes.py.)"""
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 
 from replayer.memory import ReplayTransport
-from tapes.cassette.store import save
+from tapes.cassette.frames import Kind
+from tapes.cassette.store import load, save
 
 from tests.support.hostile_cassettes import hostile_notes
-from tests.support.paths import NOTES_SERVER, TAPES
+from tests.support.paths import CASSETTES, NOTES_SERVER, TAPES
 from tests.support.processes import TIMEOUT
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -80,3 +83,25 @@ def test_what_cannot_be_served_or_checked_ends_in_one_sentence(tmp_path: Path) -
     assert verified.returncode == 2 and verified.stdout == b""
     assert verified.stderr.decode().splitlines() == [
         f"tapes: error: the server command '{tmp_path / 'no-such-server'}' was not found or is not executable"]
+
+
+def test_the_plugin_fails_a_test_in_one_sentence_on_an_http_cassette_the_replay_refuses(pytester: pytest.Pytester) -> None:
+    recorded = load(CASSETTES / "everything-http-2025-11-25.tape")
+    at = next(index for index, frame in enumerate(recorded.frames) if frame.kind is Kind.HTTP_RESPONSE)
+    head = recorded.frames[at]
+    frames = [*recorded.frames[:at], dataclasses.replace(head, info={**head.info, "status": 0}), *recorded.frames[at + 1 :]]
+    (pytester.path / "cassettes").mkdir()
+    save(dataclasses.replace(recorded, frames=frames), pytester.path / "cassettes" / "remote.tape")
+    pytester.makepyfile(test_remote='''
+import pytest
+
+@pytest.mark.tape("cassettes/remote.tape")
+def test_remote(tape_url):
+    pass
+''')
+    pytester._monkeypatch.delenv("CI", raising=False)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*frame {head.seq} is a response head with status 0, which HTTP cannot send",
+                                 "ERROR *Failed: *"])  # failed in one sentence, not by an exception
+    assert "Traceback" not in result.stdout.str() and "CassetteError" not in result.stdout.str()
