@@ -2,7 +2,8 @@
 replayer: a client that sends what the recorded one did, with its recorded heads, gets an answer or
 a JSON-RPC error for each request (or the connection cut where the recording has no answer), never
 a 500, and the server logs no exception. A cassette the replay refuses says so in one sentence.
-`tapes verify` of an HTTP cassette with odd recorded heads ends with its diff, no traceback.
+`tapes verify` of an HTTP cassette with odd recorded heads ends with its diff, no traceback. A JSON
+answer whose end the recorder never saw is served whole.
 
 The example count comes from TAPES_FUZZ_EXAMPLES (a tenth of it: each starts a server)."""
 
@@ -28,6 +29,7 @@ from tapes.errors import UserError
 
 from tests.support.hostile_cassettes import cassettes, mutated_cassettes, recursion_as_in_the_cli
 from tests.support.paths import ROOT, TAPES
+from tests.support.processes import TIMEOUT
 
 EXAMPLES = max(int(os.environ.get("TAPES_FUZZ_EXAMPLES", "40")) // 10, 2)
 SENT_HEADERS = ("content-type", "accept", "last-event-id", "mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name")
@@ -100,3 +102,14 @@ def test_verify_over_http_sends_recorded_heads_as_recorded_or_says_the_exchange_
                               "--format", "json"], capture_output=True, timeout=120)
     assert b"Traceback" not in run.stderr and run.returncode == 1, run.stderr
     assert json.loads(run.stdout)["changes"]  # the last exchange never reached the server
+
+
+def test_a_json_answer_whose_end_the_recorder_never_saw_is_served_whole() -> None:
+    recorded = load(ROOT / "cassettes" / "feed-http-2026-07-28.tape")
+    cut = dataclasses.replace(recorded, frames=[frame for frame in recorded.frames if frame.kind is not Kind.STREAM_END])
+    discover = next(frame.payload for frame in recorded.frames if frame.from_client and frame.kind is Kind.MESSAGE)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+    with replay_server(cut) as server:
+        answer = httpx.post(server.url, content=discover, headers=headers, timeout=TIMEOUT)  # waited for ever
+    assert answer.status_code == 200 and answer.json()["result"]["capabilities"]

@@ -210,6 +210,26 @@ def test_an_sse_event_whose_id_or_name_would_forge_fields_is_refused_before_serv
         check_sendable(recording.frames)
 
 
+def test_a_json_response_the_recording_never_saw_end_ends_after_its_body() -> None:
+    """A recorder stopped mid-exchange leaves a JSON answer without its end: the replay ends it
+    after its body (the live client waited for ever), read at once or as it goes. An event stream
+    without an end stays open, as its server kept it."""
+    recording = Recording()
+    recording.post(1, req(1, "initialize", {}))
+    recording.add(S2C, 1, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "application/json"]])
+    recording.add(S2C, 1, Kind.MESSAGE, res(1, {}))
+    recording.post(2, req(2, "tools/call", {"name": "a"}))
+    recording.add(S2C, 2, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "text/event-stream"]])
+    for frames in (recording.frames, iter(recording.frames)):
+        session = ReplaySession(frames, ReplayControl())
+        session.start()
+        answered = session.receive(encode(req(1, "initialize", {}))).actions
+        assert [(action.frame.kind, action.frame.channel) for action in answered] == [
+            (Kind.HTTP_RESPONSE, "http:1"), (Kind.MESSAGE, "http:1"), (Kind.STREAM_END, "http:1")]
+        streamed = session.receive(encode(req(2, "tools/call", {"name": "a"}))).actions
+        assert [action.frame.kind for action in streamed] == [Kind.HTTP_RESPONSE]
+
+
 def test_verify_ties_nothing_to_objects_where_ids_and_states_go() -> None:
     frames = _stdio((C2S, req(1, "tools/call", {"name": "a", "_meta": {"progressToken": ["t"]}, "requestState": {}})),
                     (S2C, note("notifications/progress", {"progressToken": {"t": 1}, "progress": 1})),
