@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from replayer.memory import ReplayTransport
-from tapes.cassette.frames import Kind
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import load, save
 
 from tests.support.hostile_cassettes import hostile_notes
@@ -105,3 +105,14 @@ def test_remote(tape_url):
     result.stdout.fnmatch_lines([f"*frame {head.seq} is a response head with status 0, which HTTP cannot send",
                                  "ERROR *Failed: *"])  # failed in one sentence, not by an exception
     assert "Traceback" not in result.stdout.str() and "CassetteError" not in result.stdout.str()
+
+
+def test_a_recorded_exit_no_process_can_have_ends_the_replay_as_a_failure(tmp_path: Path) -> None:
+    recorded = load(CASSETTES / "notes-stdio-2025-11-25.tape")
+    frames = [frame for frame in recorded.frames if frame.kind is not Kind.EXIT]
+    for code, signal in ((2**70, None), (256, None), (None, -300)):
+        ended = Frame(frames[-1].seq + 1, frames[-1].t, Direction.SERVER_TO_CLIENT, STDIO, Kind.EXIT,
+                      info={"code": code, "signal": signal})
+        save(dataclasses.replace(recorded, frames=[*frames, ended]), tmp_path / "exit.jsonl")  # integers wider than 64 bits
+        run = tapes("replay", str(tmp_path / "exit.jsonl"), "--allow-unmatched", stdin=json.dumps(INITIALIZE).encode() + b"\n")
+        assert run.returncode == 1 and b"Exception" not in run.stderr, (code, signal, run.stderr)
