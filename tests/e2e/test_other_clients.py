@@ -22,7 +22,7 @@ from tests.support.interop import HTTP, SSE, STDIO, replay, stable
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
-CLIENTS = ("python", "ts", "inspector")
+CLIENTS = ("python", "ts", "inspector", "inspector2")
 CASSETTES_BY_TRANSPORT = {
     STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
             "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
@@ -46,7 +46,7 @@ def recorded_tools(path: Path) -> Any:
 def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str, name: str, client: str, tmp_path: Path) -> None:
     cassette = CASSETTES / f"{name}.tape"
     # the Inspector runs each step in a session of its own: over HTTP the second finds the recorded session used
-    options = ["--repeats", "allow"] if client == "inspector" and transport != STDIO else []
+    options = ["--repeats", "allow"] if client.startswith("inspector") and transport != STDIO else []
     replayed = replay(client, "tools", transport, cassette, *options, probe=True, report=tmp_path / "report.json")
 
     [step] = replayed.result["steps"]
