@@ -22,7 +22,7 @@ from tests.support.interop import HTTP, SSE, STDIO, replay, stable
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
-CLIENTS = ("python", "ts", "inspector", "inspector2")
+CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2")
 CASSETTES_BY_TRANSPORT = {
     STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
             "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
@@ -96,7 +96,7 @@ def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_foun
     ]
 
 
-@pytest.mark.parametrize("client", ["python", "ts"])
+@pytest.mark.parametrize("client", ["python", "ts", "ts2"])
 @pytest.mark.parametrize("name", ["everything-http-2025-11-25", "everything-sse-2024-11-05"])
 def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, client: str, tmp_path: Path) -> None:
     """A client that runs the server as a process gets an HTTP recording's session over stdio."""

@@ -8,11 +8,19 @@
 // Every request is awaited before the next, as the SDK's users do; the SDK opens its standalone
 // GET stream only after its `initialized` notification was accepted. `_meta` is left out of
 // results (it carries per-connection stamps, not results).
+//
+// With TS_SDK=2 it runs the SDK's 2.x line (`@modelcontextprotocol/client`), whose client has the
+// same API under other module names.
 import { readFileSync } from "node:fs";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
+
+const { Client, StdioClientTransport, StreamableHTTPClientTransport, SSEClientTransport } = process.env.TS_SDK === "2"
+  ? { ...(await import("@modelcontextprotocol/client")), ...(await import("@modelcontextprotocol/client/stdio")) }
+  : {
+      ...(await import("@modelcontextprotocol/sdk/client/index.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/stdio.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/streamableHttp.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/sse.js")),
+    };
 
 const TIMEOUT_MS = 30000;
 

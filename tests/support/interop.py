@@ -1,4 +1,4 @@
-"""The interop matrix's peers: five MCP clients that run one fixed scenario, the servers they run
+"""The interop matrix's peers: six MCP clients that run one fixed scenario, the servers they run
 it against, and `tapes record` / `tapes replay` around them.
 
 A scenario (tests/peers/scenarios.json) is a list of steps (tools/list, tools/call, ...). Every
@@ -9,6 +9,7 @@ the matrix compares that with what the same client gets from the live server.
 - "python":    the official Python SDK (`mcp` 2.x `Client`, in this process; `initialize`, not the
                2026-07-28 probe, so every client speaks the same protocol)
 - "ts":        the official TypeScript SDK (tests/peers/ts_client.mjs, run with node)
+- "ts2":       the same script on the TypeScript SDK's 2.x line (`@modelcontextprotocol/client`)
 - "inspector": the MCP Inspector CLI, one process per step (it runs one method per invocation)
 - "inspector2": the same from the Inspector's 2.x line, built on the TypeScript SDK's 2.x client
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
@@ -45,6 +46,7 @@ from tests.support.processes import TIMEOUT, Process, free_port
 SCENARIOS: dict[str, list[dict[str, Any]]] = json.loads((PEERS / "scenarios.json").read_text())
 INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-cli" / "build"
 # The Inspector's 2.x line (on the TypeScript SDK's 2.x client): its CLI is a mode of the launcher.
+TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
 
@@ -52,6 +54,7 @@ STDIO, HTTP, SSE = "stdio", "http", "sse"
 TRANSPORTS: dict[str, tuple[str, ...]] = {
     "python": (STDIO, HTTP, SSE),
     "ts": (STDIO, HTTP, SSE),
+    "ts2": (STDIO, HTTP, SSE),
     "inspector": (STDIO, HTTP, SSE),
     "inspector2": (STDIO, HTTP, SSE),
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
@@ -61,7 +64,7 @@ RECORDING_CLIENTS = ("python", "ts")
 
 def node() -> str:
     found = shutil.which("node")
-    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER)):
+    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT)):
         raise AssertionError("the npm peers are not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return found
 
@@ -149,8 +152,8 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
     (else it speaks the initialize handshake, as the other clients do)."""
     if client == "python":
         return anyio.run(_python, scenario, transport, target, "auto" if probe else "legacy")
-    if client == "ts":
-        return _ts(scenario, transport, target)
+    if client in ("ts", "ts2"):
+        return _ts(scenario, transport, target, second=client == "ts2")
     if client in ("inspector", "inspector2"):
         return _inspector(scenario, transport, target, second=client == "inspector2")
     assert client == "raw" and transport == HTTP and isinstance(target, str)
@@ -209,10 +212,11 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _ts(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
+def _ts(scenario: str, transport: str, target: list[str] | str, *, second: bool = False) -> dict[str, Any]:
     where = target if isinstance(target, list) else [target]
     done = subprocess.run([node(), str(PEERS / "ts_client.mjs"), scenario, transport, *where],
-                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "TS_SDK": "2" if second else "1"})
     assert done.returncode == 0, f"the TS client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
     return json.loads(done.stdout)
 
