@@ -59,7 +59,7 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "inspector2": (STDIO, HTTP, SSE),
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
 }
-RECORDING_CLIENTS = ("python", "ts")
+RECORDING_CLIENTS = ("python", "ts", "ts2")
 
 
 def node() -> str:
