@@ -210,6 +210,9 @@ class HttpReplayer:
         self._control = control = self.options.control.for_cassette(cassette.header)
         # An authorization flow's exchanges are served apart from the MCP sessions.
         self.auth, mcp_frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
+        if self.auth and len(self.auth.mcp_origins) > 1:
+            raise UserError(f"the cassette holds MCP traffic to several servers ({', '.join(self.auth.mcp_origins)}) "
+                            "and an authorization flow: a replay serves one server")
         self._sessions = [_Session(recorded, control, new_episodes) for recorded in split_sessions(mcp_frames)]
         self._originals = list(self._sessions)  # one per recorded session, in recorded order
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
@@ -833,6 +836,8 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
 
     def announce() -> None:  # only now: a SIGINT sent on seeing it is uvicorn's to handle
         console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
+        if replayer.auth and (served := replayer.auth.served_as(_url(sock, ""))):
+            console.print(f"tapes: the recorded origins are served as {served}", soft_wrap=True, markup=False)
         sys.stderr.flush()
 
     # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so

@@ -14,6 +14,11 @@ serves them by method and path:
   redirect URI (a loopback port changes between runs).
 - Answers name the replayer's origin where the recording named the recorder's, and the
   `/authorize` redirect goes to the live redirect URI with the live state.
+- A forward proxy's recording (`tapes record --proxy`) rewrote nothing: its exchanges went to the
+  real origins, which only their Host names. The replay makes of them what the reverse proxy
+  would have (`ProxyRoutes`): the MCP server's origin (the one JSON-RPC was spoken to) becomes the
+  replayer's, and each other origin of the flow (an authorization server) the replayer's under
+  `/tapes-as/N`; a live request is routed back to the recorded origin and path it stands for.
 - The checks the real authorization server made still hold: the `code_verifier` at `/token` must
   match (S256) the `code_challenge` sent to the `/authorize` that issued the code.
 
@@ -35,7 +40,16 @@ from tapes.replay.index import checked_payload
 from tapes.replay.outcomes import Unmatched
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import encode, parse
-from tapes.wire.oauth import FRESH_FIELDS, OriginMap, body_fields, differing_fields, query_fields
+from tapes.wire.oauth import (
+    FRESH_FIELDS,
+    OriginMap,
+    ProxyRoutes,
+    body_fields,
+    differing_fields,
+    loopback_aliases,
+    mentions,
+    query_fields,
+)
 from tapes.wire.sse import is_event_stream
 
 REFUSALS = (401, 403)
@@ -55,6 +69,7 @@ class AuthExchange:
     status: int
     headers: list[list[str]]
     body: bytes
+    origin: str | None  # where the recorded client sent it
 
     @property
     def path(self) -> str:
@@ -105,7 +120,7 @@ def mcp_paths(frames: Sequence[Frame]) -> set[str]:
     return paths
 
 
-def _flow_exchange(frames: list[Frame], mcp: set[str]) -> AuthExchange | None:
+def _flow_exchange(frames: list[Frame], mcp: set[str], origin: str | None) -> AuthExchange | None:
     """The exchange as the flow's, or None when it is not one: an MCP exchange (on an MCP path, not
     refused for its credentials), whose messages the sessions replay; or one without both heads."""
     request = next((f for f in frames if f.kind is Kind.HTTP_REQUEST), None)
@@ -114,7 +129,7 @@ def _flow_exchange(frames: list[Frame], mcp: set[str]) -> AuthExchange | None:
         return None
     info, answer = request.info or {}, response.info or {}
     heads = AuthExchange(request.channel, info.get("method", "GET"), info.get("path", "/"), info.get("headers") or [],
-                         b"", answer.get("status", 200), answer.get("headers") or [], b"")
+                         b"", answer.get("status", 200), answer.get("headers") or [], b"", origin)
     if heads.path in mcp and not heads.refusal:
         return None
     return replace(heads, request_body=_body(frames, from_client=True), body=_body(frames, from_client=False))
@@ -125,13 +140,40 @@ def _body(frames: list[Frame], *, from_client: bool) -> bytes:
     return b"".join(checked_payload(f) for f in frames if f.from_client is from_client and f.kind in (Kind.MESSAGE, Kind.RAW))
 
 
+def _host_origins(by_channel: dict[str, list[Frame]]) -> dict[str, str | None]:
+    """Each exchange's origin as a forward proxy's recording has it: its Host, with the scheme the
+    recording names it with (https when any header or body does, else http); None without a Host."""
+    hosts = {channel: header(next(((f.info or {}).get("headers") for f in frames if f.kind is Kind.HTTP_REQUEST), None), "host")
+             for channel, frames in by_channel.items()}
+    named = "\n".join(
+        [value for frames in by_channel.values() for f in frames if f.kind is Kind.HTTP_RESPONSE
+         for _, value in (f.info or {}).get("headers") or []]
+        + [f.payload.decode("utf-8", "replace") for frames in by_channel.values() for f in frames if f.kind is Kind.RAW])
+    schemes = {host: "https" if mentions(named, f"https://{host}") else "http" for host in set(hosts.values()) if host}
+    return {channel: _origin(schemes[host], host) if host else None for channel, host in hosts.items()}
+
+
+def _origin(scheme: str, host: str) -> str:
+    default = {"http": ":80", "https": ":443"}[scheme]
+    return f"{scheme}://{host[: -len(default)] if host.endswith(default) else host}"
+
+
+def _speaks_mcp(frames: list[Frame]) -> bool:
+    return any(frame.from_client and frame.kind is Kind.MESSAGE for frame in frames)
+
+
 class AuthFlow:
     """The recorded flow's exchanges, served to a live client (see the module's doc)."""
 
-    def __init__(self, exchanges: list[AuthExchange], mcp: set[str], recorded_origin: str | None) -> None:
+    def __init__(self, exchanges: list[AuthExchange], mcp: set[str], recorded_origin: str | None,
+                 servers: Sequence[str] = (), mcp_origins: Sequence[str] = ()) -> None:
         self.exchanges = exchanges
         self.mcp_paths = mcp
         self.recorded_origin = recorded_origin
+        # the other origins a forward proxy's recording went to, routed as the reverse proxy would have
+        self.servers = list(servers)
+        self.mcp_origins = list(mcp_origins)  # the origins JSON-RPC was spoken to (a forward proxy's recording)
+        self._routing = self._routes(recorded_origin or "")  # live targets back to recorded origins
         self.served: set[int] = set()
         self.misses: list[Unmatched] = []
         self._issued: dict[str, _Issued] = {}
@@ -139,42 +181,81 @@ class AuthFlow:
     @classmethod
     def split(cls, frames: Sequence[Frame], recorded_origin: str | None = None) -> tuple[AuthFlow, list[Frame]]:
         """The flow's exchanges, and the frames left for the MCP sessions. `recorded_origin` is the
-        origin the recorded client used (the cassette's `origin` label), else taken from a Host."""
-        mcp = mcp_paths(frames)
+        origin the recorded client used (the cassette's `origin` label: a reverse proxy's); without
+        it, each exchange's origin is taken from its Host, and the MCP server's is the one JSON-RPC
+        was spoken to (the first such, when there are several)."""
         by_channel: dict[str, list[Frame]] = {}
         for frame in frames:
             if frame.channel.startswith("http:"):
                 by_channel.setdefault(frame.channel, []).append(frame)
+        origins: dict[str, str | None] = dict.fromkeys(by_channel, recorded_origin)
+        mcp_origins: list[str] = []
+        if recorded_origin is None:
+            origins = _host_origins(by_channel)
+            for channel, exchange_frames in by_channel.items():
+                origin = origins[channel]
+                if origin is not None and _speaks_mcp(exchange_frames) and not any(
+                        origin.lower() in (known.lower(), *loopback_aliases(known.lower())) for known in mcp_origins):
+                    mcp_origins.append(origin)
+            recorded_origin = next(iter(mcp_origins), None) or next((o for o in origins.values() if o), None)
+            if recorded_origin is not None:  # the MCP server under another of its loopback names is itself
+                aliases = loopback_aliases(recorded_origin.lower())
+                origins = {channel: recorded_origin if o is not None and o.lower() in aliases else o for channel, o in origins.items()}
+        on_server = {channel for channel, origin in origins.items() if origin in (recorded_origin, None)}
+        mcp = mcp_paths([frame for frame in frames if frame.channel in on_server])
         flow_channels: dict[str, AuthExchange] = {}
         for channel, exchange_frames in by_channel.items():
-            if (exchange := _flow_exchange(exchange_frames, mcp)) is not None:
+            if (exchange := _flow_exchange(exchange_frames, mcp if channel in on_server else set(), origins[channel])) is not None:
                 flow_channels[channel] = exchange
-        if recorded_origin is None and flow_channels:
-            host = header(next(iter(flow_channels.values())).request_headers, "host")
-            recorded_origin = f"http://{host}" if host else None
+        routes = ProxyRoutes(recorded_origin or "", recorded_origin or "")
+        for exchange in flow_channels.values():  # the order the recorder would have learned them in
+            routes.learn(header(exchange.headers, "content-type"), exchange.body)
+        for exchange in flow_channels.values():
+            if exchange.origin is not None:
+                routes.add(exchange.origin)
         rest = [frame for frame in frames if frame.channel not in flow_channels]
-        return cls(list(flow_channels.values()), mcp, recorded_origin), rest
+        return cls(list(flow_channels.values()), mcp, recorded_origin, routes.servers, mcp_origins), rest
 
     def __bool__(self) -> bool:
         return bool(self.exchanges)
 
-    @property
-    def paths(self) -> set[str]:
-        return {exchange.path for exchange in self.exchanges}
+    def _routes(self, live_origin: str) -> ProxyRoutes | None:
+        """The recorded origins as the live client is shown them (the recorded one: the replayer's;
+        another: the replayer's under its prefix)."""
+        return ProxyRoutes(self.recorded_origin, live_origin, self.servers) if self.recorded_origin else None
+
+    def served_as(self, live_origin: str) -> str | None:
+        """Where a forward proxy's recording has its origins served: "recorded -> live; ..."
+        (None for a reverse proxy's, whose recording has the recorder's origin only)."""
+        routes = self._routes(live_origin)
+        return routes.described() if routes and self.mcp_origins else None
+
+    def _located(self, target: str) -> tuple[str | None, str]:
+        """(recorded origin, target there) a live request target stands for."""
+        return (self._routing.route(target) if self._routing else None) or (self.recorded_origin, target)
+
+    def _candidates(self, method: str, target: str) -> list[int]:
+        if not self.exchanges:  # every request of a replay without a flow asks
+            return []
+        origin, there = self._located(target)
+        path = there.split("?", 1)[0]
+        return [i for i, e in enumerate(self.exchanges) if e.method == method and e.path == path and e.origin == origin]
 
     def claims(self, method: str, path: str) -> bool:
         """Whether a live request may be one of the flow's (its body is needed to tell)."""
-        return any(exchange.method == method and exchange.path == path for exchange in self.exchanges)
+        return bool(self._candidates(method, path))
 
     def answer(self, method: str, target: str, headers: HeaderFields, body: bytes, live_origin: str) -> AuthAnswer | None:
         """The answer to a live request that is part of the flow; None for an MCP request the flow
         does not refuse (the MCP replay answers it)."""
         path = target.split("?", 1)[0]
-        candidates = [i for i, e in enumerate(self.exchanges) if e.method == method and e.path == path]
+        candidates = self._candidates(method, target)
         if not candidates:
             return None
-        origins = OriginMap.of([(self.recorded_origin or "", live_origin)])
-        on_mcp = path in self.mcp_paths
+        origin, there = self._located(target)
+        routes = self._routes(live_origin)
+        origins = routes.to_client() if routes else OriginMap(())
+        on_mcp = origin == self.recorded_origin and there.split("?", 1)[0] in self.mcp_paths
         order = [i for i in candidates if i not in self.served] + [i for i in candidates if i in self.served]
         if on_mcp:
             # a refusal of the same JSON-RPC method first, then a 401 of any: the server refused the
@@ -185,14 +266,14 @@ class AuthFlow:
         for index in order:
             exchange = self.exchanges[index]
             if not on_mcp:
-                if differing := self._differing(exchange, target, headers, body, origins):
+                if differing := self._differing(exchange, there, headers, body, origins):
                     differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
                     continue
-                if (problem := self._check_pkce(exchange, target, headers, body)) is not None:
+                if (problem := self._check_pkce(exchange, there, headers, body)) is not None:
                     self.misses.append(Unmatched(f"{method} {path}", problem))
                     return _oauth_error(400, "invalid_grant", problem)
             self.served.add(index)
-            return self._replayed(exchange, target, origins)
+            return self._replayed(exchange, there, origins)
         if on_mcp:
             return None
         problem = differences[0] if differences else "no recorded exchange matches"

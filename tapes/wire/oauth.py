@@ -183,6 +183,11 @@ def _origin_pattern(origin: str) -> str:
     return host + port_part + path + (r"(?![\w.~%-])" if path else r"(?![\w.:-])")
 
 
+def mentions(text: str, origin: str) -> bool:
+    """Whether `text` names `origin` (with its default port written or not)."""
+    return re.search(_origin_pattern(origin), text, re.I) is not None
+
+
 @dataclass(frozen=True)
 class OriginMap:
     """Origins to replace, old -> new, applied together (a replacement is never replaced again)."""
@@ -273,27 +278,32 @@ class ProxyRoutes:
     `/tapes-as/N`, so the client reaches it through the proxy too. Requests under a prefix (or
     with one in a well-known path, RFC 8414's path insertion) are routed to that origin."""
 
-    def __init__(self, upstream: str, proxy: str) -> None:
+    def __init__(self, upstream: str, proxy: str, servers: Iterable[str] = ()) -> None:
         self.upstream = origin_of(upstream)
         self.proxy = proxy
         self.servers: list[str] = []  # the other origins, in order learned: prefix N is index N-1
         self.named = self.upstream  # the upstream's origin as its documents write it (a loopback alias)
+        for origin in servers:
+            self.add(origin)
+
+    def add(self, origin: str) -> None:
+        """Route another origin through the proxy (under the next prefix), unless it is the
+        upstream's (under any of its loopback names) or already routed."""
+        if origin.lower() not in (self.upstream.lower(), *loopback_aliases(self.upstream.lower())) and origin not in self.servers:
+            self.servers.append(origin)
 
     def learn(self, content_type: str | None, body: bytes) -> None:
         """Note the authorization servers a protected resource metadata document names, and which
         name of the upstream's origin its documents use (the client's values go back under it)."""
         text = body.decode("utf-8", "replace")
         for name in (self.upstream, *loopback_aliases(self.upstream)):
-            if re.search(_origin_pattern(name), text, re.I):
+            if mentions(text, name):
                 self.named = name
         document = json_document(body) if is_json(content_type) else None
         listed = document.get("authorization_servers") if isinstance(document, dict) else None
         for url in listed if isinstance(listed, list) else ():
             if isinstance(url, str) and url.startswith(("http://", "https://")):
-                origin = origin_of(url)
-                upstream = [self.upstream.lower(), *loopback_aliases(self.upstream.lower())]
-                if origin.lower() not in upstream and origin not in self.servers:
-                    self.servers.append(origin)
+                self.add(origin_of(url))
 
     def _moved(self) -> list[tuple[str, str]]:
         return [(self.upstream, self.proxy)] + [

@@ -3,6 +3,7 @@ endpoint /mcp is a protected resource, and the same origin is its authorization 
 dynamic client registration, /authorize, /token), run over Streamable HTTP on 127.0.0.1.
 
     python tests/servers/oauth_server.py [--port N] [--separate-issuer | --no-resource-metadata]
+                                         [--certfile PEM --keyfile PEM]
 
 With --separate-issuer the authorization server has an origin of its own (a second port, same
 process and provider), and the MCP server only verifies the tokens it issued; it prints
@@ -281,27 +282,31 @@ def main() -> None:
                         help="a client ID metadata document the server trusts (2025-11-25)")
     parser.add_argument("--machine", action="append", default=[], metavar="ID:SECRET",
                         help="a client that may use the client_credentials grant")
+    parser.add_argument("--certfile", help="serve HTTPS (both servers) with this certificate (chain) PEM")
+    parser.add_argument("--keyfile", help="and this private key PEM")
     args = parser.parse_args()
+    tls = {"certfile": args.certfile, "keyfile": args.keyfile}
+    scheme = "https" if args.certfile else "http"
     sock = listening_socket(args.port)
-    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    origin = f"{scheme}://127.0.0.1:{sock.getsockname()[1]}"
     provider = ApprovingProvider(dict(document.split("=", 1) for document in args.client_document))
     machines = dict(machine.split(":", 1) for machine in args.machine)
     if not args.separate_issuer:
         server = make_server(origin, provider, resource_metadata=not args.no_resource_metadata)
         app = client_credentials(step_up(server.streamable_http_app(), provider, origin), provider, machines)
-        serve(advertising_documents(app) if args.client_document else app, "oauth server", sock=sock)
+        serve(advertising_documents(app) if args.client_document else app, "oauth server", sock=sock, **tls)
         return
     issuer_sock = listening_socket()
     # with its root path written: the SDK writes it so in the protected resource metadata
-    issuer = f"http://127.0.0.1:{issuer_sock.getsockname()[1]}/"
+    issuer = f"{scheme}://127.0.0.1:{issuer_sock.getsockname()[1]}/"
     authorization_server = client_credentials(Starlette(routes=create_auth_routes(
         provider, issuer_url=AnyHttpUrl(issuer), client_registration_options=REGISTRATION)), provider, machines)  # type: ignore[arg-type]
     mcp_app = step_up(make_server(origin, provider, issuer).streamable_http_app(), provider, origin)
 
     async def both() -> None:
         await asyncio.gather(
-            asyncio.to_thread(serve, authorization_server, "authorization server", sock=issuer_sock, path=""),
-            asyncio.to_thread(serve, mcp_app, "oauth server", sock=sock),
+            asyncio.to_thread(serve, authorization_server, "authorization server", sock=issuer_sock, path="", **tls),
+            asyncio.to_thread(serve, mcp_app, "oauth server", sock=sock, **tls),
         )
 
     asyncio.run(both())

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import ssl
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -51,9 +53,11 @@ class HeadlessBrowser:
     """Plays the user's browser: opens the authorization URL and reads where it redirects."""
 
     redirects: list[str] = field(default_factory=list)
+    proxy: str | None = None
+    verify: ssl.SSLContext | bool = True
 
     async def open(self, authorization_url: str) -> None:
-        async with httpx2.AsyncClient() as http:
+        async with httpx2.AsyncClient(proxy=self.proxy, verify=self.verify) as http:
             response = await http.get(authorization_url, follow_redirects=False)
         assert response.status_code in (302, 303, 307), (response.status_code, response.text)
         self.redirects.append(response.headers["location"])
@@ -85,9 +89,11 @@ def oauth_provider(url: str, storage: MemoryStorage, browser: HeadlessBrowser, d
                                client_metadata_url=document)
 
 
-async def _session(url: str, step_up: bool, document: str | None) -> OAuthSession:
-    storage, browser = MemoryStorage(), HeadlessBrowser()
-    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser, document), follow_redirects=True) as http:
+async def _session(url: str, step_up: bool, document: str | None, proxy: str | None, ca: Path | None) -> OAuthSession:
+    verify = ssl.create_default_context(cafile=str(ca)) if ca else True
+    storage, browser = MemoryStorage(), HeadlessBrowser(proxy=proxy, verify=verify)
+    async with httpx2.AsyncClient(auth=oauth_provider(url, storage, browser, document), follow_redirects=True,
+                                  proxy=proxy, verify=verify) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             calls = [await client.call_tool("echo", {"text": "hello through OAuth"}), await client.call_tool("whoami", {})]
             if step_up:
@@ -97,13 +103,16 @@ async def _session(url: str, step_up: bool, document: str | None) -> OAuthSessio
     return OAuthSession(results, storage, browser)
 
 
-def oauth_session(url: str, step_up: bool = False, document: str | None = None) -> OAuthSession:
+def oauth_session(url: str, step_up: bool = False, document: str | None = None, proxy: str | None = None,
+                  ca: Path | None = None) -> OAuthSession:
     """Log in to the MCP server at `url` from scratch (discovery, registration, authorization code
     with PKCE, token), call two of its tools, and list them. With `step_up`, call secret_note too,
     which needs a scope the first token lacks: 403 insufficient_scope, a second authorization.
     With `document`, the client's id is that client ID metadata document URL (no registration
-    when the server supports them)."""
-    return anyio.run(_session, url, step_up, document)
+    when the server supports them). With `proxy`, the client and its browser reach every origin
+    through that HTTP proxy (a forward-proxy recorder); with `ca`, they trust that CA's certificates
+    (the recorder's, which intercepts TLS)."""
+    return anyio.run(_session, url, step_up, document, proxy, ca)
 
 
 async def _machine_session(url: str, client_id: str, secret: str) -> OAuthSession:

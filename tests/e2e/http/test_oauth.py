@@ -2,8 +2,8 @@
 (tests/servers/oauth_server.py; its authorization server on the same origin, or on another one
 that the recorder routes under /tapes-as/1) logged in to by the
 SDK's OAuth client (`mcp.client.auth.OAuthClientProvider`, run headless), recorded through
-`tapes record --upstream`, then replayed offline by `tapes replay --http` to a client that logs in
-from scratch."""
+`tapes record --upstream` (or `--proxy`, the client reaching the real origins through it), then
+replayed offline by `tapes replay --http` to a client that logs in from scratch."""
 
 from __future__ import annotations
 
@@ -15,16 +15,21 @@ import re
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
 import pytest
 
-from replayer.http import replay_server
+from recorder.http import CA_FILE
+from replayer.http import HttpReplayer, replay_server
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
+from tapes.errors import UserError
+from tapes.wire.http import header
 
+from tests.support.certificates import make_certificates
 from tests.support.http_peers import Recorder
 from tests.support.oauth_clients import (
     CLIENT_DOCUMENT,
@@ -290,3 +295,97 @@ def test_a_client_id_metadata_document_replaces_registration(tmp_path: Path) -> 
         lines = replay.report_lines
     assert replayed.results == live.results
     assert lines[-1] == "authorization flow: served 5 of 5 recorded exchanges, 0 unmatched", lines
+
+
+@pytest.fixture(scope="module", params=[*ISSUERS, "separate-issuer over tls"])
+def forwarded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, OAuthSession, str]]:
+    """A login and three calls recorded through `tapes record --proxy`: the client reaches the real
+    origins through it (plain HTTP in absolute form; or HTTPS, which the recorder intercepts); the
+    cassette, the live session, the MCP URL."""
+    directory = tmp_path_factory.mktemp("forward")
+    issuer, _, tls = request.param.partition(" over ")
+    live, upstream = _record_through_proxy(directory / f"{issuer}.tape", ISSUERS[issuer], oauth_session,
+                                           directory if tls else None)
+    yield directory / f"{issuer}.tape", live, upstream
+
+
+def _record_through_proxy(cassette: Path, server_flags: list[str], drive: Callable[..., T],
+                          tls: Path | None = None) -> tuple[T, str]:
+    """`drive(url, proxy=...)` run against a fresh oauth server through `tapes record --proxy`;
+    what it returned, and the server's URL. With `tls` (a directory for the certificates), the
+    server speaks HTTPS and the client trusts the recorder's CA."""
+    ca, cert, key = make_certificates(tls) if tls else (None, None, None)
+    server = Process([*OAUTH_SERVER, *server_flags, *(["--certfile", str(cert), "--keyfile", str(key)] if tls else [])])
+    try:
+        upstream = server.wait_for(r"oauth server listening on (\S+)")[1]
+        recorder = Recorder(cassette, None, *(["--ca-dir", str(tls / "mitm"), "--upstream-ca", str(ca)] if tls else []))
+        try:
+            return drive(upstream, proxy=recorder.origin, ca=tls / "mitm" / CA_FILE if tls else None), upstream
+        finally:
+            recorder.stop()
+    finally:
+        server.stop()
+
+
+def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tuple[Path, OAuthSession, str]) -> None:
+    """Nothing was rewritten: the cassette names the MCP server's origin and the authorization
+    server's. The replay derives what a reverse proxy would have made of them (the MCP server's
+    origin becomes the replayer's, the other one the replayer's under /tapes-as/1), and a client
+    pointed at the replayer logs in offline and gets the live results."""
+    cassette, live, upstream = forwarded
+    assert live.results[2][0]["text"] == "scopes=notes"
+    recorded = load(cassette)
+    assert recorded.header.server == {"proxy": True} and "rewritten" not in recorded.header.labels
+    hosts = {header(f.info["headers"], "host") for f in recorded.frames if f.kind is Kind.HTTP_REQUEST}
+    assert len(hosts) == len(ISSUERS[_issuer_kind(cassette)]) + 1 and upstream.split("/")[2] in hosts, hosts
+
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+    url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
+    replayed = oauth_session(url)
+    replayer.stop(signal.SIGINT)
+    stderr = replayer.rest_of_stderr()
+
+    assert url.endswith("/mcp") and replayed.results == live.results
+    assert replayer.proc.returncode == 0, stderr
+    assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
+    assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
+    # the banner says which recorded origin is the MCP server's and where each one is served
+    scheme = upstream.split(":")[0]  # recorded over TLS: named https:// by the flow, served over http://
+    origin, issuer = url.removesuffix("/mcp"), f"; {scheme}" + r"://127\.0\.0\.1:\d+ -> " + re.escape(url.removesuffix("/mcp") + "/tapes-as/1")
+    served = re.escape(f"tapes: the recorded origins are served as {upstream.removesuffix('/mcp')} -> {origin}")
+    assert re.search(served + (issuer if ISSUERS[_issuer_kind(cassette)] else "") + "\n", stderr), stderr
+    # the replay handed out the recorded (redacted) token, and the redirect carried the live state
+    assert replayed.storage.tokens is not None and replayed.storage.tokens.access_token.startswith("<redacted:")
+    redirect = replayed.browser.redirects[0]
+    assert "state=" in redirect and redirect.split("state=")[1] not in live.browser.redirects[0]
+
+
+def test_a_forward_proxy_recording_of_two_mcp_servers_is_refused(forwarded: tuple[Path, OAuthSession, str]) -> None:
+    """JSON-RPC spoken to two origins (here the recording's MCP exchanges again, to another Host):
+    which one the replay would be is not for it to guess."""
+    cassette = load(forwarded[0])
+    speaking = {f.channel for f in cassette.frames if f.from_client and f.kind is Kind.MESSAGE}
+    other = [replace(f, channel=f"{f.channel}0", info=f.info | {"headers": [["Host", "mcp.example"]]})
+             if f.kind is Kind.HTTP_REQUEST else replace(f, channel=f"{f.channel}0")
+             for f in cassette.frames if f.channel in speaking]
+    with pytest.raises(UserError, match=r"MCP traffic to several servers \(https?://127\.0\.0\.1:\d+, http://mcp\.example\)"):
+        HttpReplayer(replace(cassette, frames=cassette.frames + other))
+
+
+@pytest.mark.parametrize("flags, drive, exchanges", [
+    (["--separate-issuer"], functools.partial(oauth_session, step_up=True), 9),
+    (["--no-resource-metadata"], oauth_session, 7),
+    (["--client-document", f"{CLIENT_DOCUMENT}={REDIRECT_URI}"], functools.partial(oauth_session, document=CLIENT_DOCUMENT), 5),
+], ids=["step-up-separate-issuer", "2025-03-26", "client-document"])
+def test_the_other_flows_recorded_through_the_forward_proxy_replay(flags: list[str], drive: Callable[..., OAuthSession],
+                                                                   exchanges: int, tmp_path: Path) -> None:
+    """A scope step-up against an authorization server on another origin, a 2025-03-26 server (the
+    authorization server found at the MCP server's origin) and a client ID metadata document, each
+    recorded through `--proxy` and replayed offline."""
+    cassette = tmp_path / "forward.tape"
+    live, _ = _record_through_proxy(cassette, flags, drive)
+    with replay_server(cassette) as replay:
+        replayed = drive(replay.url)
+        lines = replay.report_lines
+    assert replayed.results == live.results and live.results[2][0]["text"].startswith("scopes=notes")
+    assert lines[-1] == f"authorization flow: served {exchanges} of {exchanges} recorded exchanges, 0 unmatched", lines

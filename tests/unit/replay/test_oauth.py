@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from dataclasses import replace
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from tapes.cassette.frames import Frame, Kind
@@ -25,39 +26,53 @@ def _challenge(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
 
 
-def _recording() -> list[Frame]:
-    framer = HttpFramer(Redactor(RedactionRules.default()))
-    frames: list[Frame] = []
-    exchanges = iter(range(1, 100))
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode()
 
-    def exchange(method: str, path: str, headers: list[tuple[str, str]], body: bytes, status: int,
+
+class _Tape:
+    """Exchanges framed as the HTTP recorder frames them, each sent to the Host of its origin."""
+
+    def __init__(self) -> None:
+        self._framer = HttpFramer(Redactor(RedactionRules.default()))
+        self._numbers = iter(range(1, 100))
+        self.frames: list[Frame] = []
+
+    def exchange(self, origin: str, method: str, path: str, headers: list[tuple[str, str]], body: bytes, status: int,
                  response_headers: list[tuple[str, str]], response_body: bytes) -> None:
-        number = next(exchanges)
-        frames.extend(framer.request(0.0, number, method, path, [("Host", "127.0.0.1:4000"), *headers], body))
-        frames.extend(framer.response(0.0, number, status, response_headers, response_body))
-        frames.extend(framer.end(0.0, number, CLOSED))
+        number = next(self._numbers)
+        host = [("Host", urlsplit(origin).netloc)]
+        self.frames.extend(self._framer.request(0.0, number, method, path, [*host, *headers], body))
+        self.frames.extend(self._framer.response(0.0, number, status, response_headers, response_body))
+        self.frames.extend(self._framer.end(0.0, number, CLOSED))
 
-    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode()
-    refusal = [("WWW-Authenticate", f'Bearer resource_metadata="{RECORDED}/.well-known/oauth-protected-resource/mcp"'), *JSON]
-    exchange("POST", "/mcp", JSON, initialize, 401, refusal, b'{"error":"invalid_token"}')
-    exchange("GET", "/.well-known/oauth-protected-resource/mcp", [], b"", 200, JSON,
-             json.dumps({"resource": f"{RECORDED}/mcp", "authorization_servers": [RECORDED]}).encode())
-    exchange("POST", "/register", JSON, json.dumps({"redirect_uris": [CALLBACK]}).encode(), 201, JSON,
-             json.dumps({"client_id": "c1", "client_secret": "SECRET", "redirect_uris": [CALLBACK]}).encode())
+
+def _recording(server: str = RECORDED, issuer: str = RECORDED) -> list[Frame]:
+    """A login to the MCP server at `server` whose authorization server is `issuer`: one origin
+    (a reverse proxy's recording), or two, as a forward proxy records them (its metadata then too)."""
+    tape = _Tape()
+    refusal = [("WWW-Authenticate", f'Bearer resource_metadata="{server}/.well-known/oauth-protected-resource/mcp"'), *JSON]
+    tape.exchange(server, "POST", "/mcp", JSON, INITIALIZE, 401, refusal, b'{"error":"invalid_token"}')
+    tape.exchange(server, "GET", "/.well-known/oauth-protected-resource/mcp", [], b"", 200, JSON,
+                  json.dumps({"resource": f"{server}/mcp", "authorization_servers": [issuer]}).encode())
+    if issuer != server:
+        tape.exchange(issuer, "GET", "/.well-known/oauth-authorization-server", [], b"", 200, JSON,
+                      json.dumps({"issuer": issuer, "token_endpoint": f"{issuer}/token"}).encode())
+    tape.exchange(issuer, "POST", "/register", JSON, json.dumps({"redirect_uris": [CALLBACK]}).encode(), 201, JSON,
+                  json.dumps({"client_id": "c1", "client_secret": "SECRET", "redirect_uris": [CALLBACK]}).encode())
     query = urlencode({"response_type": "code", "client_id": "c1", "redirect_uri": CALLBACK, "state": "recorded-state",
                        "code_challenge": _challenge(VERIFIER), "code_challenge_method": "S256",
-                       "resource": f"{RECORDED}/mcp"})
-    exchange("GET", f"/authorize?{query}", [], b"", 302,
-             [("Location", f"{CALLBACK}?code=CODE&state=recorded-state")], b"")
+                       "resource": f"{server}/mcp"})
+    tape.exchange(issuer, "GET", f"/authorize?{query}", [], b"", 302,
+                  [("Location", f"{CALLBACK}?code=CODE&state=recorded-state")], b"")
     token_form = urlencode({"grant_type": "authorization_code", "code": "CODE", "redirect_uri": CALLBACK,
                             "client_id": "c1", "client_secret": "SECRET", "code_verifier": VERIFIER,
-                            "resource": f"{RECORDED}/mcp"}).encode()
-    exchange("POST", "/token", FORM, token_form, 200, JSON,
-             json.dumps({"access_token": "TOKEN", "token_type": "Bearer"}).encode())
+                            "resource": f"{server}/mcp"}).encode()
+    tape.exchange(issuer, "POST", "/token", FORM, token_form, 200, JSON,
+                  json.dumps({"access_token": "TOKEN", "token_type": "Bearer"}).encode())
     answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}).encode()
-    exchange("POST", "/mcp", [("Authorization", "Bearer TOKEN"), *JSON], initialize, 200,
-             [*JSON, ("Mcp-Session-Id", "s1")], answer)
-    return frames
+    tape.exchange(server, "POST", "/mcp", [("Authorization", "Bearer TOKEN"), *JSON], INITIALIZE, 200,
+                  [*JSON, ("Mcp-Session-Id", "s1")], answer)
+    return tape.frames
 
 
 def _flow() -> tuple[AuthFlow, list[Frame]]:
@@ -90,17 +105,19 @@ def test_an_mcp_request_is_refused_by_its_token() -> None:
     assert flow.answer("POST", "/mcp", JSON, other, LIVE).status == 401  # type: ignore[union-attr]
 
 
-def _token_request(flow: AuthFlow, **changes: str) -> tuple[str, list[tuple[str, str]], bytes, str]:
+def _token_request(flow: AuthFlow, prefix: str = "", **changes: str) -> tuple[str, list[tuple[str, str]], bytes, str]:
+    """Authorize at the live `prefix` (where the replay shows the authorization server), and the
+    /token request that trades the code handed out."""
     live_verifier = "a-live-verifier-that-is-long-enough-000000000000"
     query = urlencode({"response_type": "code", "client_id": "c1", "redirect_uri": CALLBACK, "state": "live-state",
                        "code_challenge": _challenge(live_verifier), "code_challenge_method": "S256",
                        "resource": f"{LIVE}/mcp"})
-    redirect = flow.answer("GET", f"/authorize?{query}", [], b"", LIVE)
+    redirect = flow.answer("GET", f"{prefix}/authorize?{query}", [], b"", LIVE)
     assert redirect is not None
     code = parse_qs(urlsplit(dict(redirect.headers)["Location"]).query)["code"][0]
     headers, body = _form({"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK, "client_id": "c1",
                            "client_secret": "<redacted:1>", "code_verifier": live_verifier, "resource": f"{LIVE}/mcp"} | changes)
-    return "/token", headers, body, LIVE
+    return f"{prefix}/token", headers, body, LIVE
 
 
 def test_documents_name_the_live_origin() -> None:
@@ -140,5 +157,52 @@ def test_token_matches_with_fresh_fields_aside_and_checks_pkce() -> None:
 
 def test_a_request_the_flow_does_not_know_is_left_to_the_mcp_replay() -> None:
     flow, _ = _flow()
+    assert flow.served_as(LIVE) is None  # a reverse proxy's recording was moved when it was made
     assert flow.answer("GET", "/elsewhere", [], b"", LIVE) is None
     assert not flow.claims("DELETE", "/mcp") and flow.claims("POST", "/token")
+
+
+# --- a forward proxy's recording: the real origins, named by each exchange's Host ----------------
+
+SERVER, ISSUER = "https://mcp.example", "https://auth.example"
+
+
+def test_a_forward_proxy_recording_is_routed_as_the_reverse_proxy_would_have() -> None:
+    """The origin JSON-RPC was spoken to is the MCP server's (its scheme as the recording names
+    it); the authorization server's is shown under /tapes-as/1, its RFC 8414 well-known path too."""
+    flow, rest = AuthFlow.split(_recording(SERVER, ISSUER))
+    assert (flow.recorded_origin, flow.servers, flow.mcp_origins) == (SERVER, [ISSUER], [SERVER])
+    assert flow.served_as(LIVE) == f"{SERVER} -> {LIVE}; {ISSUER} -> {LIVE}/tapes-as/1"
+    assert {f.channel for f in rest} == {"http:7"} and len(flow.exchanges) == 6
+    refused = flow.answer("POST", "/mcp", JSON, INITIALIZE, LIVE)
+    assert refused is not None and refused.status == 401 and LIVE in dict(refused.headers)["WWW-Authenticate"]
+    document = flow.answer("GET", "/.well-known/oauth-protected-resource/mcp", [], b"", LIVE)
+    assert document is not None
+    assert json.loads(document.body) == {"resource": f"{LIVE}/mcp", "authorization_servers": [f"{LIVE}/tapes-as/1"]}
+    metadata = flow.answer("GET", "/.well-known/oauth-authorization-server/tapes-as/1", [], b"", LIVE)
+    assert metadata is not None
+    assert json.loads(metadata.body) == {"issuer": f"{LIVE}/tapes-as/1", "token_endpoint": f"{LIVE}/tapes-as/1/token"}
+    # the MCP server's origin never served the authorization server's paths
+    assert not flow.claims("POST", "/register") and not flow.claims("GET", "/.well-known/oauth-authorization-server")
+    assert flow.claims("POST", "/tapes-as/1/register")
+    issued = flow.answer("POST", *_token_request(flow, prefix="/tapes-as/1"))
+    assert issued is not None and issued.status == 200, issued
+    assert json.loads(issued.body)["access_token"].startswith("<redacted:") and flow.clean
+
+
+def test_a_forward_proxy_recording_of_one_origin_is_served_at_the_replayer() -> None:
+    flow, _ = AuthFlow.split(_recording("http://127.0.0.1:4100", "http://127.0.0.1:4100"))
+    assert (flow.recorded_origin, flow.servers) == ("http://127.0.0.1:4100", [])
+    document = flow.answer("GET", "/.well-known/oauth-protected-resource/mcp", [], b"", LIVE)
+    assert document is not None and json.loads(document.body)["authorization_servers"] == [LIVE]
+    issued = flow.answer("POST", *_token_request(flow))
+    assert issued is not None and issued.status == 200 and flow.clean
+
+
+def test_json_rpc_spoken_to_several_origins_names_them_all() -> None:
+    """A forward proxy saw two MCP servers: the replayer refuses to guess which one to serve."""
+    frames = _recording(SERVER, ISSUER)
+    other = _Tape()
+    other.exchange("http://other.example", "POST", "/mcp", JSON, INITIALIZE, 200, JSON, b'{"jsonrpc":"2.0","id":1,"result":{}}')
+    flow, _ = AuthFlow.split(frames + [replace(f, channel="http:99") for f in other.frames])
+    assert flow.mcp_origins == [SERVER, "http://other.example"]

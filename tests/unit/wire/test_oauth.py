@@ -135,3 +135,13 @@ def test_a_loopback_upstream_is_moved_under_each_of_its_names() -> None:
     named_otherwise = ProxyRoutes("http://localhost:1/mcp", "http://127.0.0.1:2")
     named_otherwise.learn("application/json", b'{"resource":"http://127.0.0.1:1/mcp"}')
     assert named_otherwise.to_upstream().text("http://127.0.0.1:2/mcp") == "http://127.0.0.1:1/mcp"  # as the server wrote it
+
+
+def test_routes_given_their_other_origins_route_as_learned_ones() -> None:
+    """What a replay of a forward proxy's recording builds: the other origins it went to, given."""
+    routes = ProxyRoutes("http://127.0.0.1:1", "http://127.0.0.1:2", ["http://127.0.0.1:3", "http://localhost:1"])
+    routes.add("http://127.0.0.1:3")
+    assert routes.servers == ["http://127.0.0.1:3"]  # the upstream by another name, and a repeat, are not added
+    assert routes.route("/.well-known/oauth-authorization-server/tapes-as/1?x=1") == (
+        "http://127.0.0.1:3", "/.well-known/oauth-authorization-server?x=1")
+    assert routes.described() == "http://127.0.0.1:1 -> http://127.0.0.1:2; http://127.0.0.1:3 -> http://127.0.0.1:2/tapes-as/1"
