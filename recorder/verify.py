@@ -16,6 +16,7 @@ import os
 import queue
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ import httpx
 from recorder.process import TAPES, HttpRecorderProcess
 from tapes.analysis.verify import ClientScript, HttpClientScript, HttpRequest
 from tapes.cassette.store import Cassette, load
-from tapes.errors import UserError
+from tapes.errors import ERROR_PREFIX, UserError
 from tapes.wire.jsonrpc import LineSplitter
 from tapes.wire.sse import SSEParser, is_event_stream
 
@@ -47,11 +48,14 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
                  step_timeout: float = STEP_TIMEOUT, exit_timeout: float = EXIT_TIMEOUT) -> Cassette:
     """Play `recording`'s client side against `command`, recorded into `output`; the new cassette."""
     script = ClientScript(recording.frames)
+    output.unlink(missing_ok=True)  # none after the session: the recorder refused, and says why on its stderr
+    recorder_errors = tempfile.TemporaryFile()  # its stderr (the server's passes through it): a file never fills up
     try:
         process = subprocess.Popen([*TAPES, "record", "-o", str(output), "--", *command],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=recorder_errors,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
     except OSError as error:
+        recorder_errors.close()
         raise UserError(f"cannot start the recorder for {command[0]} ({error.strerror})") from None
     assert process.stdin is not None and process.stdout is not None
     lines: queue.Queue[bytes | None] = queue.Queue()
@@ -92,7 +96,18 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
         except subprocess.TimeoutExpired:
             process.terminate()
             process.wait(timeout=exit_timeout)
+    with recorder_errors:
+        if not output.exists():
+            recorder_errors.seek(0)
+            raise UserError(_refusal(recorder_errors.read(), f"the recorder for {command[0]} exited with status "
+                                                             f"{process.returncode} and wrote no recording"))
     return load(output)
+
+
+def _refusal(stderr: bytes, otherwise: str) -> str:
+    """The sentence a `tapes` process that refused to run ended its stderr with, or `otherwise`."""
+    said = [line for line in stderr.decode("utf-8", "replace").splitlines() if line.startswith(ERROR_PREFIX)]
+    return said[-1].removeprefix(ERROR_PREFIX) if said else otherwise
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
@@ -115,8 +130,11 @@ def _check_reachable(url: str) -> None:
 
 def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: queue.Queue[_Report]) -> None:
     """Send one request and report what comes back, all of it (an SSE stream until it ends)."""
+    # Header values as the recorder read them, Latin-1 (httpx encodes text as ASCII); one no byte
+    # can stand for (a hand-written cassette's) as "?"
+    headers = [(name, value.encode("latin-1", "replace")) for name, value in request.headers]
     try:
-        with client.stream(request.method, url, headers=request.headers, content=request.body) as response:
+        with client.stream(request.method, url, headers=headers, content=request.body) as response:
             reports.put(("head", request.exchange, [(k.decode(), v.decode()) for k, v in response.headers.raw]))
             if is_event_stream(response.headers.get("content-type")):
                 parser, count = SSEParser(), 0
@@ -128,8 +146,8 @@ def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: que
                             return  # the recorded client left this stream here
             else:
                 reports.put(("body", request.exchange, response.read()))
-    except httpx.HTTPError:
-        pass  # a broken exchange: the recording of the live session says what happened
+    except (httpx.HTTPError, httpx.InvalidURL):
+        pass  # a broken exchange (or a recorded path no URL can be made of): the live recording says what happened
     finally:
         reports.put(("end", request.exchange, None))
 

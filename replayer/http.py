@@ -48,6 +48,7 @@ from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, sp
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
     batch_problem,
+    check_sendable,
     header_mismatch,
     host_allowed,
     mismatch_reply,
@@ -79,6 +80,7 @@ from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client
 from tapes.wire.sse import is_event_stream
+from tapes.wire.text import is_digits
 
 if TYPE_CHECKING:
     from replayer.handover import Handover
@@ -204,6 +206,7 @@ class HttpReplayer:
     def __init__(self, cassette: Cassette, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
         self._cassette = cassette
+        check_sendable(cassette.frames)
         self._faults = FaultPlan(self.options.faults)
         new_episodes = self.options.new_episodes is not None
         # the control each session is played with: the cassette's redacted params left out of matching
@@ -232,7 +235,8 @@ class HttpReplayer:
                                      for frame in cassette.frames)
         self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
-        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])])
+        self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])],
+                             exception_handlers={405: _other_method})
 
     @property
     def endpoint(self) -> str:
@@ -314,7 +318,7 @@ class HttpReplayer:
             self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
         if request.method == "HEAD":  # starlette routes it with GET: it must neither open a stream nor end the session
-            return _error(405, "Method Not Allowed: HEAD")
+            return _other_method(request)
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
             allowed = preflight_headers(self._cors, request.headers.get("access-control-request-headers"))
             if allowed is None:
@@ -571,7 +575,7 @@ class HttpReplayer:
         if info.get("event") != "endpoint":
             return sse_bytes(action)
         origin = f"{request.url.scheme}://{request.url.netloc}"
-        data = moved_to_origin(action.payload.decode(), self._cassette.header.server.get("url"), origin)
+        data = moved_to_origin(action.payload.decode("utf-8", "replace"), self._cassette.header.server.get("url"), origin)
         if session.live_id != session.recorded_id and session.recorded_id:
             data = data.replace(f"={session.recorded_id}", f"={session.live_id}")  # the endpoint names the live session
         return sse_bytes(Action(action.frame, data.encode()))
@@ -611,7 +615,7 @@ class _Stream(Response):
 
 async def _body(request: Request, limit: int) -> bytes | Response:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and is_digits(declared) and int(declared) > limit:
         return _too_large(limit)
     chunks, size = [], 0
     try:
@@ -672,6 +676,11 @@ def _made_up(replies: list[Reply]) -> Response:
         return Response(status_code=202)
     body = replies[0].payload if len(replies) == 1 else encode([reply.message for reply in replies])
     return Response(body, 400 if any(reply.malformed for reply in replies) else 200, media_type="application/json")
+
+
+def _other_method(request: Request, *_: Any) -> Response:
+    """A method the transport has no use for (PUT, PATCH, HEAD, ...): its 405, with a JSON-RPC body as every refusal."""
+    return _error(405, f"Method Not Allowed: {request.method}")
 
 
 def _error(status: int, message: str, allow: _Session | None = None) -> Response:

@@ -132,7 +132,9 @@ class _Server:
             elif frame.kind is Kind.EXIT:
                 info = frame.info or {}
                 code, sig = info.get("code"), info.get("signal")
-                self.exit_status = 128 + sig if sig else (code or 0)
+                status = 128 + sig if sig else (code or 0)
+                # one no process exits with (a hand-written cassette's; 256 would read as success): a failure
+                self.exit_status = status if 0 <= status <= 255 else 1
 
     def _stdout(self, data: bytes) -> None:
         with self._lock:

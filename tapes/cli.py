@@ -14,7 +14,8 @@ import click
 
 from tapes import __version__
 from tapes.config import RECORD_MODES
-from tapes.errors import UserError
+from tapes.errors import ERROR_PREFIX, UserError
+from tapes.wire.text import is_digits
 from tapes.replay.engine import Race, Repeats
 from tapes.replay.polls import Polls
 
@@ -30,14 +31,14 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             ctx.exit(128 + signal.SIGINT)
         except UserError as error:
-            click.echo(f"tapes: error: {error}", err=True)
+            click.echo(f"{ERROR_PREFIX}{error}", err=True)
             ctx.exit(2)
         except BrokenPipeError:
             raise  # the reader went away (`| head`): as ever
         except OSError as error:
             _discard_stdout()
             said = f"{error.filename}: {error.strerror}" if error.filename else f"stdout: cannot be written ({error.strerror})"
-            click.echo(f"tapes: error: {said}", err=True)
+            click.echo(f"{ERROR_PREFIX}{said}", err=True)
             ctx.exit(2)
 
 
@@ -65,7 +66,7 @@ def _refuse_the_cassette_itself(output: Path, cassette: str, flag: str, instead:
 def _listen_address(text: str) -> tuple[str, int]:
     """--listen HOST:PORT (PORT 0 picks a free port)."""
     host, colon, port = text.rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
+    if not colon or not host or not is_digits(port) or int(port) > 65535:
         raise UserError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
     return host.strip("[]"), int(port)
 

@@ -381,7 +381,8 @@ def tape_url(tape: Tape) -> Iterator[str]:
         if not tape.upstream:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
         options.new_episodes = NewEpisodes(tape.upstream, tape.path, tape.http_record_flags)
-    with replay_server(_or_fail(load, tape.path), options=options) as server:
+    with ExitStack() as stack:  # a cassette the replay refuses (one it cannot send, say) fails the test in its sentence
+        server = _or_fail(stack.enter_context, replay_server(_or_fail(load, tape.path), options=options))
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapes.cassette.frames import Frame, Kind
+from tapes.replay.index import checked_payload
 from tapes.wire.http import header, legacy_session_id
-from tapes.wire.jsonrpc import MessageType, classify, decode, encode, items
+from tapes.wire.jsonrpc import MessageType, classify, decode, id_member, items, meta_of, params_of, wire_form
+from tapes.wire.text import is_digits
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
@@ -34,14 +36,17 @@ Outgoing = bytes | None  # a line to write to the server, or None: close its inp
 class _Line:
     seq: int
     message: Any  # the JSON-RPC message or batch to send; None for raw bytes or the end
-    raw: bytes | None  # bytes that are not JSON-RPC, sent verbatim; None with no message: the end
+    # bytes sent verbatim: those of a message as recorded, when its data kept them (it went out as
+    # recorded when nothing live is put in), or bytes that are not JSON-RPC; None with no message: the end
+    raw: bytes | None
     waits_for: frozenset[ServerKey]
     exchange: int | None = None  # over HTTP: the recorded exchange (channel http:N) this request opens
 
 
-def _params(item: dict[str, Any]) -> dict[str, Any]:
-    params = item.get("params")
-    return params if isinstance(params, dict) else {}
+def _request_state(members: Any) -> str | None:
+    """The 2026-07-28 `requestState` of a result or a retry's params, if it has one (a string)."""
+    state = members.get("requestState") if isinstance(members, dict) else None
+    return state if isinstance(state, str) else None
 
 
 class _Keys:
@@ -61,7 +66,9 @@ class _Keys:
             self.requests[item["method"]] += 1
             return ("request", item["method"], self.requests[item["method"]])
         if item.get("method") == "notifications/progress":
-            token = _params(item).get("progressToken")
+            token = id_member(params_of(item), "progressToken")
+            if token is None:
+                return None  # it names no request: tied to none
             self.progress[token] += 1
             return ("progress", token, self.progress[token])
         return None
@@ -102,7 +109,7 @@ class ClientScript:
             if frame.from_client:
                 continue
             for item in items(frame.message) if frame.message is not None else ():
-                state = (item.get("result") or {}).get("requestState") if isinstance(item.get("result"), dict) else None
+                state = _request_state(item.get("result"))
                 if state is not None:
                     self._states[state] = item["id"]
                     self._state_of_response[item["id"]] = state
@@ -128,20 +135,20 @@ class ClientScript:
             return _Line(frame.seq, None, frame.payload, frozenset(waits_for))
         if frame.kind is not Kind.MESSAGE:
             return None
+        checked_payload(frame)  # refused now, in one sentence, if it has no JSON form to send
         for item in items(frame.message):
             kind = classify(item)
-            params = _params(item)
             if kind is MessageType.REQUEST:
-                token = (params.get("_meta") or {}).get("progressToken") if isinstance(params.get("_meta"), dict) else None
+                token = id_member(meta_of(item), "progressToken")
                 if token is not None:
                     token_owner[token] = item["id"]
-                if params.get("requestState") in self._states:
-                    waits_for.add(("response", self._states[params["requestState"]]))
+                if (state := _request_state(item.get("params"))) in self._states:
+                    waits_for.add(("response", self._states[state]))
             elif kind in (MessageType.RESULT, MessageType.ERROR) and item["id"] in self._recorded_server_requests:
                 waits_for.add(self._recorded_server_requests[item["id"]])
             elif item.get("method") == "notifications/cancelled":
-                cancelled.add(params.get("requestId"))
-        return _Line(frame.seq, frame.message, None, frozenset(waits_for))
+                cancelled.add(id_member(params_of(item), "requestId"))
+        return _Line(frame.seq, frame.message, frame.data, frozenset(waits_for))
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -186,10 +193,16 @@ class ClientScript:
                 self._live_states[self._state_of_response[key[1]]] = item["result"].get("requestState")
 
     def _payload(self, line: _Line) -> Outgoing:
-        if line.message is None:
+        return line.raw if line.message is None else self._sent(line)
+
+    def _sent(self, line: _Line) -> bytes:
+        """A message line's bytes: the recorded ones when nothing live is put in, else the message
+        with the live values (a lone surrogate a JSON Lines cassette holds written as its escape)."""
+        recorded = items(line.message)
+        restamped = [self._restamp(item) for item in recorded]
+        if line.raw is not None and all(new is old for new, old in zip(restamped, recorded, strict=True)):
             return line.raw
-        restamped = [self._restamp(item) for item in items(line.message)]
-        return encode(restamped if isinstance(line.message, list) else restamped[0])
+        return wire_form(restamped if isinstance(line.message, list) else restamped[0])
 
     def _restamp(self, item: dict[str, Any]) -> dict[str, Any]:
         kind = classify(item)
@@ -198,7 +211,7 @@ class ClientScript:
             if key in self._live_ids:
                 return {**item, "id": self._live_ids[key]}
         elif kind is MessageType.REQUEST:
-            state = _params(item).get("requestState")
+            state = _request_state(item.get("params"))
             if self._live_states.get(state) is not None:
                 return {**item, "params": {**item["params"], "requestState": self._live_states[state]}}
         return item
@@ -231,7 +244,7 @@ class HttpRequest:
 
 def _exchange_number(channel: str) -> int | None:
     prefix, _, number = channel.partition(":")
-    return int(number) if prefix == "http" and number.isdigit() else None
+    return int(number) if prefix == "http" and is_digits(number) else None
 
 
 class HttpClientScript(ClientScript):
@@ -277,7 +290,8 @@ class HttpClientScript(ClientScript):
                 if head is None:
                     continue
                 index = self._lines.index(head)
-                self._lines[index] = _Line(head.seq, frame.message if body else None, None if body else frame.payload,
+                raw = body.raw if body else checked_payload(frame)
+                self._lines[index] = _Line(head.seq, frame.message if body else None, raw,
                                            head.waits_for | (body.waits_for if body else frozenset()), exchange)
             elif frame.kind is Kind.HTTP_RESPONSE:
                 awaited.add(("head", exchange))
@@ -337,11 +351,7 @@ class HttpClientScript(ClientScript):
             elif lower == "last-event-id" and value in self._event_positions:
                 value = self._live_event_ids.get(self._event_positions[value], value)
             headers.append((name, value))
-        if line.message is not None:
-            restamped = [self._restamp(item) for item in items(line.message)]
-            body: bytes | None = encode(restamped if isinstance(line.message, list) else restamped[0])
-        else:
-            body = line.raw or None
+        body = self._sent(line) if line.message is not None else line.raw or None
         path = info.get("path", "/")
         for recorded, live in self._live_sessions.items():  # a legacy endpoint names its session in the URL
             path = path.replace(f"={recorded}", f"={live}")

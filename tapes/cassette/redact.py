@@ -21,6 +21,7 @@ from urllib.parse import unquote_plus, urlsplit, urlunsplit
 from tapes.cassette.frames import Frame
 from tapes.wire.jsonrpc import items, wire_form
 from tapes.wire.oauth import SECRET_FIELDS, redact_body, redact_credentials, redact_url
+from tapes.wire.text import is_digits
 
 SECRET_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie")
 # A header or query parameter name looks like it carries a credential when one of its words is
@@ -206,7 +207,7 @@ class Redactor:
         if isinstance(value, dict):
             keys = list(value) if step == "*" else [step] if step in value else []
         elif isinstance(value, list):
-            keys = range(len(value)) if step == "*" else [int(step)] if step.isdigit() and int(step) < len(value) else []
+            keys = range(len(value)) if step == "*" else [int(step)] if is_digits(step) and int(step) < len(value) else []
         else:
             return False
         changed = False

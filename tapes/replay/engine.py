@@ -34,7 +34,9 @@ from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Un
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.wire.eras import CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, encode, items, params_of, read_client
+from tapes.wire.jsonrpc import (
+    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, params_of, read_client, wire_form,
+)  # fmt: skip
 
 
 PING = "ping"
@@ -660,7 +662,7 @@ class ReplayEngine:
 
     def _differences(self, interaction: Interaction, request: dict[str, Any], size: int) -> list[Difference]:
         if interaction not in self._sizes:
-            self._sizes[interaction] = len(encode(interaction.request))
+            self._sizes[interaction] = len(wire_form(interaction.request))  # a recorded request may have no JSON form
         deep = max(size, self._sizes[interaction]) <= DEEP_DIFF_SIZE
         return self._matcher.differences(interaction.request, request, deep=deep)
 

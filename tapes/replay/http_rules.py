@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.store import CassetteError
 from tapes.wire.eras import BATCH_ERAS, KNOWN_VERSIONS, NAME_PARAMS
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import MessageType, classify, encode, items
@@ -94,10 +96,11 @@ def param_headers(frames: Iterable[Frame]) -> dict[str, dict[str, str]]:
             result = item.get("result") if isinstance(item, dict) else None
             listed = result.get("tools") if isinstance(result, dict) else None
             for tool in listed if isinstance(listed, list) else ():
-                properties = ((tool.get("inputSchema") or {}).get("properties") or {}) if isinstance(tool, dict) else {}
+                schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+                properties = schema.get("properties") if isinstance(schema, dict) else None
                 mirrored = {
                     f"mcp-param-{spec['x-mcp-header'].lower()}": argument
-                    for argument, spec in properties.items()
+                    for argument, spec in (properties.items() if isinstance(properties, dict) else ())
                     if isinstance(spec, dict) and isinstance(spec.get("x-mcp-header"), str)
                 }
                 if mirrored and isinstance(tool.get("name"), str):
@@ -200,6 +203,33 @@ def missing_cors(fields: HeaderFields, cors: HeaderFields) -> list[tuple[str, st
     """The recorded CORS headers an answer the replayer made up (an error, a 202) lacks: without
     them a browser page could not read it, where the recorded server's answers were readable."""
     return [(k, v) for k, v in cors if header(fields, k) is None]
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110: what a field name is made of
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # ... and a value: no line break or other control, Latin-1
+
+
+def check_sendable(frames: Iterable[Frame]) -> None:
+    """Raise CassetteError, in one sentence, for the first recorded response head HTTP/1.1 cannot
+    carry (a status outside 100-599, a header whose name is no token or whose value holds a line
+    break or a character beyond Latin-1) or SSE event an event stream cannot (an id or event name
+    with a line break, which would forge fields of its own): a recorder writes none. Checked before
+    anything is served, so that no client gets a broken answer."""
+    for frame in frames:
+        if frame.kind is Kind.SSE_EVENT:
+            for field in ("id", "event"):
+                if any(brk in ((frame.info or {}).get(field) or "") for brk in "\r\n"):
+                    raise CassetteError(f"frame {frame.seq} is an SSE event with the {field} "
+                                        f"{frame.info[field][:60]!r}, which an event stream cannot carry")
+        if frame.kind is not Kind.HTTP_RESPONSE:
+            continue
+        info = frame.info or {}
+        if not 100 <= info["status"] <= 599:
+            raise CassetteError(f"frame {frame.seq} is a response head with status {info['status']}, which HTTP cannot send")
+        for name, value in info["headers"]:
+            if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+                raise CassetteError(f"frame {frame.seq} is a response head with the header {name[:60]!r}: {value[:60]!r}, "
+                                    "which HTTP cannot send")
 
 
 def replayed_headers(fields: HeaderFields) -> list[tuple[str, str]]:

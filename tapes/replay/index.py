@@ -19,7 +19,8 @@ What a server frame waits for (`ServerItem.deps`):
   opening only);
 - on stdio, a frame tied to no request: the last client item recorded before it.
 A cancel of the request a frame answers is kept apart (`cancel_deps`): whether the response waits
-for it is the race policy's call.
+for it is the race policy's call. A JSON answer (HTTP) the recording never saw end (a recorder
+stopped first) ends right after its last frame, once the whole recording is indexed.
 
 The engine adds its matching tables and live state on top. `tapes view` ties frames to requests
 by these same ownership rules in a streaming pass of its own (`tapes.render.view._Links`), which
@@ -36,10 +37,12 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from tapes.cassette.frames import STDIO, Frame, Kind
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import CassetteError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
-from tapes.wire.jsonrpc import MessageType, classify, encode, items
+from tapes.wire.http import header
+from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of
+from tapes.wire.sse import is_event_stream
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
 
@@ -70,7 +73,7 @@ class Interaction:
 
     @property
     def recorded_token(self) -> Any:
-        return ((self.request.get("params") or {}).get("_meta") or {}).get("progressToken")
+        return id_member(meta_of(self.request), "progressToken")
 
     def describe(self) -> str:
         return f"{self.request['method']} #{self.recorded_id} (frame {self.frame_seq})"
@@ -163,10 +166,12 @@ class RecordingIndex:
             return False
         with gc_paused():  # as for loading: millions of new containers, none of them garbage
             walked = self._walk.walk(islice(self._frames, count))
+        ended = 0
         if walked < count:
             self.complete = True
             self._frames = iter(())
-        return walked > 0
+            ended = self._walk.end_unended()
+        return walked > 0 or ended > 0
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:
         """The interaction each recorded message item belongs to, on both sides."""
@@ -195,12 +200,19 @@ class _Walk:
         self.last_message_item: ItemKey | None = None  # ... of those, the last JSON-RPC item
         self.last_session_item: ItemKey | None = None  # ... the last JSON-RPC item or DELETE (ends a session's streams)
         self.streams: set[str] = set()  # HTTP channels opened by a GET (the standalone or legacy SSE stream)
+        self.seqs: set[int] = set()  # every frame's, to refuse one that comes twice
+        # HTTP exchanges answered with a body that is no event stream (JSON), and their last frame,
+        # until their end comes: one that never does ends after that frame (`end_unended`)
+        self.unended: dict[str, Frame] = {}
 
     def walk(self, frames: Iterable[Frame]) -> int:
         """Index `frames`, which follow those walked before; how many there were."""
         walked = 0
         for frame in frames:
             walked += 1
+            if frame.seq in self.seqs:  # an item is known by its frame's seq: two would be one
+                raise CassetteError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
+            self.seqs.add(frame.seq)
             if frame.from_client:
                 if frame.message is not None:
                     checked_payload(frame)  # only checked: a client frame is never sent
@@ -259,15 +271,31 @@ class _Walk:
                 owner.client_items.append(key)
             index.answers[item["id"]].append(key)
         elif item["method"] == "notifications/cancelled" and (
-            target := self.by_id.get((item.get("params") or {}).get("requestId"))
+            target := self.by_id.get(id_member(params_of(item), "requestId"))
         ):
             target.cancel_items.append(key)
         else:
             index.notifications.append((key, item))
         return key
 
+    def end_unended(self) -> int:
+        """At the end of the recording: end each JSON response the recording never saw end (a
+        recorder stopped before it), right after its last frame, as its server did; else a replay
+        would keep the live client waiting for ever. How many there were."""
+        unended, self.unended = self.unended, {}
+        for channel, last in unended.items():
+            self.server_frame(Frame(last.seq, last.t, Direction.SERVER_TO_CLIENT, channel, Kind.STREAM_END,
+                                    info={"reason": "closed"}))
+        return len(unended)
+
     def server_frame(self, frame: Frame) -> None:
         index = self.index
+        if frame.channel != STDIO:
+            if frame.kind is Kind.STREAM_END:
+                self.unended.pop(frame.channel, None)
+            elif frame.channel in self.unended or (
+                    frame.kind is Kind.HTTP_RESPONSE and not is_event_stream(header((frame.info or {}).get("headers"), "content-type"))):
+                self.unended[frame.channel] = frame
         if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect" and any(
             interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ())
         ):
@@ -332,14 +360,13 @@ class _Walk:
             owner = candidates[-1] if candidates else None
             self.by_server_request[item["id"]] = owner
             return owner
-        params = item.get("params") or {}
-        subscription = (params.get("_meta") or {}).get(SUBSCRIPTION_ID_KEY) if isinstance(params.get("_meta"), dict) else None
+        subscription = id_member(meta_of(item), SUBSCRIPTION_ID_KEY)
         if subscription is not None and (listen := self.by_id.get(subscription)) is not None and listen.long_lived:
             return listen  # an acknowledgment or event of a subscriptions/listen stream
         if item["method"] == "notifications/progress":
-            return self.by_token.get(params.get("progressToken"))
+            return self.by_token.get(id_member(params_of(item), "progressToken"))
         if item["method"] == "notifications/cancelled":
-            return self.by_server_request.get(params.get("requestId"))
+            return self.by_server_request.get(id_member(params_of(item), "requestId"))
         return None
 
 

@@ -20,6 +20,7 @@ from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
 from tapes.replay.outcomes import Action
 from tapes.wire.sse import encode_event, recorded_event
+from tapes.wire.text import is_digits
 
 MALFORMED_EVENT = b'event: message\ndata: {"jsonrpc": "2.0", "method": \n\n'
 """What a `malformed` fault sends: an event whose data is cut-off JSON."""
@@ -183,7 +184,7 @@ class FaultPlan:
 
 def _position(text: str, flag: str) -> tuple[str, int]:
     channel, _, number = text.rpartition(":")
-    if not channel.startswith("http:") or not channel[5:].isdigit() or not number.isdigit() or int(number) < 1:
+    if not channel.startswith("http:") or not is_digits(channel[5:]) or not is_digits(number) or int(number) < 1:
         raise UserError(f"{flag} {text!r} is not CHANNEL:N with N ≥ 1 (e.g. http:9:2, the 2nd event of exchange 9)")
     return channel, int(number)
 

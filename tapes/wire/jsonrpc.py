@@ -399,3 +399,17 @@ def params_of(message: dict[str, Any]) -> dict[str, Any]:
     """A message's params as an object ({} when absent or an array)."""
     params = message.get("params")
     return params if isinstance(params, dict) else {}
+
+
+def meta_of(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's params._meta as an object ({} when absent or not an object)."""
+    meta = params_of(message).get("_meta")
+    return meta if isinstance(meta, dict) else {}
+
+
+def id_member(members: dict[str, Any], name: str) -> str | int | None:
+    """The id (a requestId, progressToken, subscription id) a recorded message names in `members`, None
+    when it names none MCP allows (see `usable_id`): a recorded message was never checked as a live
+    one is, and what it names is looked up by value."""
+    value = members.get(name)
+    return value if usable_id(value) else None

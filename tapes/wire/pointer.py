@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tapes.wire.text import is_digits
+
 REMOVED = object()
 """What `without` returns when the pointer names the whole value."""
 
@@ -37,7 +39,7 @@ def without(value: Any, path: list[str]) -> Any:
                 copy[key] = inner
         return copy
     if isinstance(value, list):
-        indexes = range(len(value)) if head == "*" else [int(head)] if head.isdigit() and int(head) < len(value) else []
+        indexes = range(len(value)) if head == "*" else [int(head)] if is_digits(head) and int(head) < len(value) else []
         if not indexes:
             return value
         if not rest:

@@ -165,8 +165,9 @@ def _value_bytes(line: bytes) -> bytes:
 
 
 def encode_event(event: SSEEvent) -> bytes:
-    """The wire form of an event: its `event_text` in UTF-8."""
-    return event_text(event).encode()
+    """The wire form of an event: its `event_text` in UTF-8 (a lone surrogate, which a JSON Lines
+    cassette can hold in an id or event name and UTF-8 cannot, as "?")."""
+    return event_text(event).encode("utf-8", "replace")
 
 
 def event_text(event: SSEEvent) -> str:

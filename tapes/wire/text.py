@@ -1,4 +1,5 @@
-"""Text from the wire (or a cassette) shown to a person on a terminal or in a CI log."""
+"""Text from the wire (or a cassette) shown to a person on a terminal or in a CI log, and text
+from anywhere read as a number."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ from __future__ import annotations
 # title or clear it, newlines that forge lines, C1 controls) reaches a terminal; each is shown as
 # its \xNN escape.
 _CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
+def is_digits(text: str) -> bool:
+    """Whether `text` is a non-negative integer in ASCII digits, as int() reads it (str.isdigit
+    also takes "²", which int() refuses, and int() also takes other scripts' digits)."""
+    return text.isascii() and text.isdigit()
 
 
 def printable(text: str) -> str:

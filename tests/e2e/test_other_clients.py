@@ -22,7 +22,7 @@ from tests.support.interop import HTTP, SSE, STDIO, replay, stable
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
-CLIENTS = ("python", "ts", "inspector")
+CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2")
 CASSETTES_BY_TRANSPORT = {
     STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
             "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
@@ -46,7 +46,7 @@ def recorded_tools(path: Path) -> Any:
 def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str, name: str, client: str, tmp_path: Path) -> None:
     cassette = CASSETTES / f"{name}.tape"
     # the Inspector runs each step in a session of its own: over HTTP the second finds the recorded session used
-    options = ["--repeats", "allow"] if client == "inspector" and transport != STDIO else []
+    options = ["--repeats", "allow"] if client.startswith("inspector") and transport != STDIO else []
     replayed = replay(client, "tools", transport, cassette, *options, probe=True, report=tmp_path / "report.json")
 
     [step] = replayed.result["steps"]
@@ -96,7 +96,7 @@ def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_foun
     ]
 
 
-@pytest.mark.parametrize("client", ["python", "ts"])
+@pytest.mark.parametrize("client", ["python", "ts", "ts2"])
 @pytest.mark.parametrize("name", ["everything-http-2025-11-25", "everything-sse-2024-11-05"])
 def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, client: str, tmp_path: Path) -> None:
     """A client that runs the server as a process gets an HTTP recording's session over stdio."""

@@ -8,11 +8,20 @@
 // Every request is awaited before the next, as the SDK's users do; the SDK opens its standalone
 // GET stream only after its `initialized` notification was accepted. `_meta` is left out of
 // results (it carries per-connection stamps, not results).
+//
+// With TS_SDK=2 it runs the SDK's 2.x line (`@modelcontextprotocol/client`), whose client has the
+// same API under other module names (but for callTool's arguments).
 import { readFileSync } from "node:fs";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
+
+const SDK_2 = process.env.TS_SDK === "2";
+const { Client, StdioClientTransport, StreamableHTTPClientTransport, SSEClientTransport } = SDK_2
+  ? { ...(await import("@modelcontextprotocol/client")), ...(await import("@modelcontextprotocol/client/stdio")) }
+  : {
+      ...(await import("@modelcontextprotocol/sdk/client/index.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/stdio.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/streamableHttp.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/sse.js")),
+    };
 
 const TIMEOUT_MS = 30000;
 
@@ -50,7 +59,10 @@ async function run(client, step) {
       // drops it once the response is in; what reached the client is read off the transport.
       const onprogress = step.progress ? () => {} : undefined;
       progressSeen.length = 0;
-      const result = await client.callTool({ name: step.name, arguments: step.arguments }, undefined, { ...options, onprogress });
+      const params = { name: step.name, arguments: step.arguments };
+      // 1.x takes a result schema before the options; 2.x takes the options second
+      const result = await (SDK_2 ? client.callTool(params, { ...options, onprogress })
+                                  : client.callTool(params, undefined, { ...options, onprogress }));
       return step.progress ? { result, progress: progressSeen.map((p) => [p.progress, p.total ?? null]) } : result;
     }
     case "resources/list":

@@ -1,4 +1,4 @@
-"""The interop matrix's peers: four MCP clients that run one fixed scenario, the servers they run
+"""The interop matrix's peers: six MCP clients that run one fixed scenario, the servers they run
 it against, and `tapes record` / `tapes replay` around them.
 
 A scenario (tests/peers/scenarios.json) is a list of steps (tools/list, tools/call, ...). Every
@@ -9,7 +9,9 @@ the matrix compares that with what the same client gets from the live server.
 - "python":    the official Python SDK (`mcp` 2.x `Client`, in this process; `initialize`, not the
                2026-07-28 probe, so every client speaks the same protocol)
 - "ts":        the official TypeScript SDK (tests/peers/ts_client.mjs, run with node)
+- "ts2":       the same script on the TypeScript SDK's 2.x line (`@modelcontextprotocol/client`)
 - "inspector": the MCP Inspector CLI, one process per step (it runs one method per invocation)
+- "inspector2": the same from the Inspector's 2.x line, built on the TypeScript SDK's 2.x client
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
                its GET stream only after its `initialized` notification was accepted
 """
@@ -17,11 +19,13 @@ the matrix compares that with what the same client gets from the live server.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -41,21 +45,26 @@ from tests.support.processes import TIMEOUT, Process, free_port
 
 SCENARIOS: dict[str, list[dict[str, Any]]] = json.loads((PEERS / "scenarios.json").read_text())
 INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-cli" / "build"
+# The Inspector's 2.x line (on the TypeScript SDK's 2.x client): its CLI is a mode of the launcher.
+TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
+INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
 TRANSPORTS: dict[str, tuple[str, ...]] = {
     "python": (STDIO, HTTP, SSE),
     "ts": (STDIO, HTTP, SSE),
+    "ts2": (STDIO, HTTP, SSE),
     "inspector": (STDIO, HTTP, SSE),
+    "inspector2": (STDIO, HTTP, SSE),
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
 }
-RECORDING_CLIENTS = ("python", "ts")
+RECORDING_CLIENTS = ("python", "ts", "ts2")
 
 
 def node() -> str:
     found = shutil.which("node")
-    if found is None or not EVERYTHING_JS.exists() or not INSPECTOR_BUILD.exists():
+    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT)):
         raise AssertionError("the npm peers are not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return found
 
@@ -143,10 +152,10 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
     (else it speaks the initialize handshake, as the other clients do)."""
     if client == "python":
         return anyio.run(_python, scenario, transport, target, "auto" if probe else "legacy")
-    if client == "ts":
-        return _ts(scenario, transport, target)
-    if client == "inspector":
-        return _inspector(scenario, transport, target)
+    if client in ("ts", "ts2"):
+        return _ts(scenario, transport, target, second=client == "ts2")
+    if client in ("inspector", "inspector2"):
+        return _inspector(scenario, transport, target, second=client == "inspector2")
     assert client == "raw" and transport == HTTP and isinstance(target, str)
     return RawClient(target).run(SCENARIOS[scenario])
 
@@ -203,32 +212,42 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _ts(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
+def _ts(scenario: str, transport: str, target: list[str] | str, *, second: bool = False) -> dict[str, Any]:
     where = target if isinstance(target, list) else [target]
     done = subprocess.run([node(), str(PEERS / "ts_client.mjs"), scenario, transport, *where],
-                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "TS_SDK": "2" if second else "1"})
     assert done.returncode == 0, f"the TS client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
     return json.loads(done.stdout)
 
 
-def _inspector(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
+def _inspector(scenario: str, transport: str, target: list[str] | str, *, second: bool = False) -> dict[str, Any]:
     """The Inspector CLI runs one method per process, so one session per step: it runs the steps
-    marked `alone` (they need nothing an earlier step did; each process costs a second). It must
-    run in its build/ folder (it reads ../package.json from the working directory)."""
-    where = target if isinstance(target, list) else [target, "--transport", transport]
+    marked `alone` (they need nothing an earlier step did; each process costs a second). The 1.x
+    CLI must run in its build/ folder (it reads ../package.json from the working directory); the
+    2.x one (`second`) is the launcher's --cli mode, kept off the user's catalog file."""
+    # the 1.x CLI takes the target's first word, the options, then the rest of the target; the 2.x
+    # one takes every option first
+    if isinstance(target, str):
+        first, rest, whole = [target], ["--transport", transport], ["--transport", transport, target]
+    else:
+        first, rest, whole = target[:1], ["--", *target[1:]], ["--", *target]
+    launcher, cwd = ([node(), str(INSPECTOR2_LAUNCHER), "--cli"], None) if second else ([node(), "index.js"], INSPECTOR_BUILD)
     steps = []
-    for step in (step for step in SCENARIOS[scenario] if step.get("alone")):
-        argv = [node(), "index.js", *where[:1], "--method", step["method"]]
-        if step["method"] == "tools/call":
-            argv += ["--tool-name", step["name"], "--tool-arg", *(f"{k}={json.dumps(v)}" for k, v in step["arguments"].items())]
-        elif step["method"] == "resources/read":
-            argv += ["--uri", step["uri"]]
-        elif step["method"] == "prompts/get":
-            argv += ["--prompt-name", step["name"], "--prompt-args", *(f"{k}={v}" for k, v in step["arguments"].items())]
-        argv += where[1:] if isinstance(target, str) else ["--", *where[1:]]
-        done = subprocess.run(argv, cwd=INSPECTOR_BUILD, capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, f"the Inspector CLI failed ({done.returncode}) on {step}: {done.stderr.decode(errors='replace')[-2000:]}"
-        steps.append({"method": step["method"], "result": stable(json.loads(done.stdout))})
+    with tempfile.TemporaryDirectory() as home:
+        for step in (step for step in SCENARIOS[scenario] if step.get("alone")):
+            options = ["--method", step["method"]]
+            if step["method"] == "tools/call":
+                options += ["--tool-name", step["name"], "--tool-arg", *(f"{k}={json.dumps(v)}" for k, v in step["arguments"].items())]
+            elif step["method"] == "resources/read":
+                options += ["--uri", step["uri"]]
+            elif step["method"] == "prompts/get":
+                options += ["--prompt-name", step["name"], "--prompt-args", *(f"{k}={v}" for k, v in step["arguments"].items())]
+            argv = [*launcher, *options, *whole] if second else [*launcher, *first, *options, *rest]
+            done = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL,
+                                  env={**os.environ, "MCP_CATALOG_PATH": str(Path(home) / "mcp.json")})
+            assert done.returncode == 0, f"the Inspector CLI failed ({done.returncode}) on {step}: {done.stderr.decode(errors='replace')[-2000:]}"
+            steps.append({"method": step["method"], "result": stable(json.loads(done.stdout))})
     return {"steps": steps}
 
 
