@@ -7,6 +7,8 @@ import io
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -40,6 +42,17 @@ class _Group(click.Group):
             said = f"{error.filename}: {error.strerror}" if error.filename else f"stdout: cannot be written ({error.strerror})"
             click.echo(f"{ERROR_PREFIX}{said}", err=True)
             ctx.exit(2)
+
+
+@contextmanager
+def _naming(cassette: str) -> Iterator[None]:
+    """A frame the replay or verify cannot use is said with the cassette's name in front."""
+    from tapes.cassette.store import FrameError
+
+    try:
+        yield
+    except FrameError as error:
+        raise error.in_file(cassette) from None
 
 
 def _discard_stdout() -> None:
@@ -353,8 +366,10 @@ def replay(
             if isinstance(loaded, CassetteStream):
                 loaded.close()
             loaded = served_over_stdio(load(cassette), cassette)
-        sys.exit(replay_stdio(loaded, strict=not allow_unmatched, control=control, report_path=report_path,
-                              new_episodes=plan))
+        with _naming(cassette):
+            code = replay_stdio(loaded, strict=not allow_unmatched, control=control, report_path=report_path,
+                                new_episodes=plan)
+        sys.exit(code)
     from replayer.http import ReplayOptions, replay_http
     from tapes.replay.streams import Faults
 
@@ -363,8 +378,9 @@ def replay(
     options = ReplayOptions(faults=faults, allowed_hosts=allowed_hosts, control=control)
     if upstream:
         options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
-    sys.exit(replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched,
-                         report_path=report_path))
+    with _naming(cassette):
+        code = replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched, report_path=report_path)
+    sys.exit(code)
 
 
 def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:
@@ -622,10 +638,11 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
 
     with tempfile.TemporaryDirectory(prefix="tapes-verify-") as scratch:
         output = Path(keep) if keep else Path(scratch) / "live.tape"
-        if upstream is not None:
-            live = verify_http(recording, upstream, output, step_timeout=step_timeout)
-        else:
-            live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
+        with _naming(cassette):
+            if upstream is not None:
+                live = verify_http(recording, upstream, output, step_timeout=step_timeout)
+            else:
+                live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     accepted = update and report.exit_code("any") != 0
     if accepted:

@@ -270,7 +270,7 @@ class HttpClientScript(ClientScript):
         cancelled: set[Any] = set()
         keys = _Keys()
         events: Counter[int] = Counter()
-        opened: dict[int, _Line] = {}  # exchange -> its line while its body may still follow
+        opened: dict[int, int] = {}  # exchange -> where its line is while its body may still follow
         for frame in frames:
             exchange = _exchange_number(frame.channel)
             if exchange is None:
@@ -282,14 +282,14 @@ class HttpClientScript(ClientScript):
                 event_id = header(info.get("headers", ()), "last-event-id")
                 if event_id in self._event_positions:
                     waits_for.add(("event", *self._event_positions[event_id]))
-                opened[exchange] = _Line(frame.seq, None, None, frozenset(waits_for), exchange)
-                self._lines.append(opened[exchange])
+                opened[exchange] = len(self._lines)
+                self._lines.append(_Line(frame.seq, None, None, frozenset(waits_for), exchange))
             elif frame.from_client:
-                head = opened.pop(exchange, None)
+                index = opened.pop(exchange, None)
                 body = self._client_line(frame, awaited, token_owner, cancelled) if frame.kind is Kind.MESSAGE else None
-                if head is None:
+                if index is None:
                     continue
-                index = self._lines.index(head)
+                head = self._lines[index]
                 raw = body.raw if body else checked_payload(frame)
                 self._lines[index] = _Line(head.seq, frame.message if body else None, raw,
                                            head.waits_for | (body.waits_for if body else frozenset()), exchange)

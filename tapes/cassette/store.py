@@ -67,6 +67,15 @@ class CassetteError(UserError):
     """A cassette that cannot be read or written; the message is one sentence for the user."""
 
 
+class FrameError(CassetteError):
+    """A frame that loaded but that a replay cannot use (a message with no JSON form, a seq that
+    comes twice, a head HTTP cannot carry): one sentence naming the frame; whoever opened the file
+    names it (`in_file`)."""
+
+    def in_file(self, name: str) -> CassetteError:
+        return CassetteError(f"{name}: {self}")
+
+
 class Unpackable(ValueError):
     """What a CassetteWriter cannot write as msgpack (a lone surrogate or an integer wider than
     64 bits outside a message, where no bytes can stand for it): which part, and why."""

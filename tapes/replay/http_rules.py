@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tapes.cassette.frames import Frame, Kind
-from tapes.cassette.store import CassetteError
+from tapes.cassette.store import FrameError
 from tapes.wire.eras import BATCH_ERAS, KNOWN_VERSIONS, NAME_PARAMS
 from tapes.wire.http import HeaderFields, header
 from tapes.wire.jsonrpc import MessageType, classify, encode, items
@@ -210,7 +210,7 @@ _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # ... and a value: no lin
 
 
 def check_sendable(frames: Iterable[Frame]) -> None:
-    """Raise CassetteError, in one sentence, for the first recorded response head HTTP/1.1 cannot
+    """Raise FrameError, in one sentence, for the first recorded response head HTTP/1.1 cannot
     carry (a status outside 100-599, a header whose name is no token or whose value holds a line
     break or a character beyond Latin-1) or SSE event an event stream cannot (an id or event name
     with a line break, which would forge fields of its own): a recorder writes none. Checked before
@@ -219,16 +219,16 @@ def check_sendable(frames: Iterable[Frame]) -> None:
         if frame.kind is Kind.SSE_EVENT:
             for field in ("id", "event"):
                 if any(brk in ((frame.info or {}).get(field) or "") for brk in "\r\n"):
-                    raise CassetteError(f"frame {frame.seq} is an SSE event with the {field} "
+                    raise FrameError(f"frame {frame.seq} is an SSE event with the {field} "
                                         f"{frame.info[field][:60]!r}, which an event stream cannot carry")
         if frame.kind is not Kind.HTTP_RESPONSE:
             continue
         info = frame.info or {}
         if not 100 <= info["status"] <= 599:
-            raise CassetteError(f"frame {frame.seq} is a response head with status {info['status']}, which HTTP cannot send")
+            raise FrameError(f"frame {frame.seq} is a response head with status {info['status']}, which HTTP cannot send")
         for name, value in info["headers"]:
             if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
-                raise CassetteError(f"frame {frame.seq} is a response head with the header {name[:60]!r}: {value[:60]!r}, "
+                raise FrameError(f"frame {frame.seq} is a response head with the header {name[:60]!r}: {value[:60]!r}, "
                                     "which HTTP cannot send")
 
 

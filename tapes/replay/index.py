@@ -38,7 +38,7 @@ from itertools import islice
 from typing import Any
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
-from tapes.cassette.store import CassetteError, gc_paused
+from tapes.cassette.store import FrameError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of
@@ -93,7 +93,7 @@ class ServerItem:
     @property
     def payload(self) -> bytes:
         """The frame's wire bytes, encoded once, when first asked (most frames go out as recorded,
-        many never do); raises CassetteError for a message that is not JSON."""
+        many never do); raises FrameError for a message that is not JSON."""
         if self._payload is None:
             self._payload = checked_payload(self.frame)
         return self._payload
@@ -160,7 +160,7 @@ class RecordingIndex:
             server_item.payload  # encoded for its check, and kept
 
     def extend(self, count: int) -> bool:
-        """Index up to `count` more frames; whether there were any. Raises CassetteError for a frame
+        """Index up to `count` more frames; whether there were any. Raises FrameError for a frame
         that cannot be replayed (and a frames iterator's own, a damaged cassette's, as it reads)."""
         if self.complete:
             return False
@@ -211,7 +211,7 @@ class _Walk:
         for frame in frames:
             walked += 1
             if frame.seq in self.seqs:  # an item is known by its frame's seq: two would be one
-                raise CassetteError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
+                raise FrameError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
             self.seqs.add(frame.seq)
             if frame.from_client:
                 if frame.message is not None:
@@ -376,4 +376,4 @@ def checked_payload(frame: Frame, message: Any = None) -> bytes:
     try:
         return frame.payload if message is None else encode(message)
     except (TypeError, ValueError) as error:
-        raise CassetteError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None
+        raise FrameError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None

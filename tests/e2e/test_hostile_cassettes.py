@@ -77,7 +77,7 @@ def test_what_cannot_be_served_or_checked_ends_in_one_sentence(tmp_path: Path) -
     replayed = tapes("replay", str(tmp_path / "twice.tape"), stdin=json.dumps(INITIALIZE).encode() + b"\n")
     assert replayed.returncode == 2 and replayed.stdout == b""
     assert replayed.stderr.decode().splitlines() == [
-        "tapes: error: frame 2 comes twice (two frames have that seq): a replay tells frames apart by it"]
+        f"tapes: error: {tmp_path / 'twice.tape'}: frame 2 comes twice (two frames have that seq): a replay tells frames apart by it"]
     save(recorded, tmp_path / "odd.tape")
     verified = tapes("verify", str(tmp_path / "odd.tape"), "--", str(tmp_path / "no-such-server"))
     assert verified.returncode == 2 and verified.stdout == b""

@@ -105,3 +105,17 @@ def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, cli
     [step] = replayed.result["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))
     assert json.loads(replayed.summary)["unmatched"] == []
+
+
+@pytest.mark.parametrize(("transport", "name"), [(STDIO, "notes-stdio-2026-07-28"), (STDIO, "feed-stdio-2026-07-28"),
+                                                 (HTTP, "feed-http-2026-07-28")])
+def test_a_stateless_era_cassette_serves_the_python_sdk_in_its_default_mode(transport: str, name: str, tmp_path: Path) -> None:
+    """A 2026-07-28 recording (server/discover, no initialize) serves today's Python SDK, which probes first."""
+    cassette = CASSETTES / f"{name}.tape"
+    replayed = replay("python", "tools", transport, cassette, probe=True, report=tmp_path / "report.json")
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    if transport == STDIO:
+        assert json.loads(replayed.summary)["unmatched"] == []
+    else:
+        assert replayed.exit_code == 0, replayed.summary

@@ -103,7 +103,7 @@ def test_a_cassette_with_a_head_http_cannot_send_is_refused_in_one_sentence(tmp_
                          capture_output=True, timeout=TIMEOUT)
     assert run.returncode == 2 and run.stdout == b""
     assert run.stderr.decode().splitlines() == [
-        f"tapes: error: frame {head.seq} is a response head with status 0, which HTTP cannot send"]
+        f"tapes: error: {tmp_path / 'odd.tape'}: frame {head.seq} is a response head with status 0, which HTTP cannot send"]
 
 
 def test_a_legacy_endpoint_event_that_is_not_utf8_is_sent_with_replacement() -> None:
