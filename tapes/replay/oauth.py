@@ -143,7 +143,8 @@ def _body(frames: list[Frame], *, from_client: bool) -> bytes:
 def _host_origins(by_channel: dict[str, list[Frame]]) -> dict[str, str | None]:
     """Each exchange's origin as a forward proxy's recording has it: its Host, with the scheme the
     recording names it with (https when any header or body does, else http); None without a Host."""
-    hosts = {channel: header(next(((f.info or {}).get("headers") for f in frames if f.kind is Kind.HTTP_REQUEST), None), "host")
+    hosts = {channel: _usable_host(header(next(((f.info or {}).get("headers") for f in frames if f.kind is Kind.HTTP_REQUEST),
+                                                None), "host"))
              for channel, frames in by_channel.items()}
     named = "\n".join(
         [value for frames in by_channel.values() for f in frames if f.kind is Kind.HTTP_RESPONSE
@@ -151,6 +152,15 @@ def _host_origins(by_channel: dict[str, list[Frame]]) -> dict[str, str | None]:
         + [f.payload.decode("utf-8", "replace") for frames in by_channel.values() for f in frames if f.kind is Kind.RAW])
     schemes = {host: "https" if mentions(named, f"https://{host}") else "http" for host in set(hosts.values()) if host}
     return {channel: _origin(schemes[host], host) if host else None for channel, host in hosts.items()}
+
+
+def _usable_host(host: str | None) -> str | None:
+    """A Host an origin can be made of; None for one that makes no URL ("[", "x:99999": it came from the wire)."""
+    try:
+        urlsplit(f"http://{host}").port
+    except ValueError:
+        return None
+    return host
 
 
 def _origin(scheme: str, host: str) -> str:

@@ -206,3 +206,14 @@ def test_json_rpc_spoken_to_several_origins_names_them_all() -> None:
     other.exchange("http://other.example", "POST", "/mcp", JSON, INITIALIZE, 200, JSON, b'{"jsonrpc":"2.0","id":1,"result":{}}')
     flow, _ = AuthFlow.split(frames + [replace(f, channel="http:99") for f in other.frames])
     assert flow.mcp_origins == [SERVER, "http://other.example"]
+
+
+def test_a_host_that_makes_no_origin_is_no_origin() -> None:
+    """A Host header comes from the wire ("[", a port past 65535): lint and replay read such a recording."""
+    framer, frames = HttpFramer(Redactor(RedactionRules.default())), []
+    for number, host in enumerate(("[", "x:99999"), 1):
+        frames += framer.request(0.0, number, "POST", "/mcp", [("Host", host), *JSON], INITIALIZE)
+        frames += framer.response(0.0, number, 200, JSON, b'{"jsonrpc":"2.0","id":1,"result":{}}')
+        frames += framer.end(0.0, number, CLOSED)
+    flow, rest = AuthFlow.split(frames)
+    assert (flow.mcp_origins, rest) == ([], frames)
