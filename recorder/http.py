@@ -286,8 +286,11 @@ class _CassetteSink:
             for item in batch:
                 if item is _STOP:
                     stopping = True
-                else:
-                    frames += self.handle(*item)
+                elif not self.failed:
+                    try:
+                        frames += self.handle(*item)
+                    except Exception as error:  # a bug of ours must stop the recording loudly, not end this thread
+                        self._fail(f"framing exchange {item[2]} failed ({type(error).__name__}: {error})")
             if self.failed:
                 continue  # keep taking what the proxy captures, so it never waits on us
             try:
