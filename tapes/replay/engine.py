@@ -166,6 +166,7 @@ class ReplayEngine:
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
         self._not_found: Counter[str] = Counter()  # ... and its requests for what the recorded server did not declare
         self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
+        self._handshakes: list[Interaction] | None = None  # the recorded initialize and server/discover requests, once all indexed
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
         self.played_frames: set[int] | None = set() if remember_played else None
@@ -561,18 +562,23 @@ class ReplayEngine:
         if capabilities is not None and needed is not None and needed not in capabilities:
             self._not_found[method] += 1
             return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
-        if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._interactions):
+        if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._recorded_handshakes()):
             self._adapted.append(f"server/discover id {request_id!r}: answered Method not found, as the recorded "
                                  "server (of an initialize era) would")
             return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
         return None
 
+    def _recorded_handshakes(self) -> list[Interaction]:
+        """The recorded initialize and server/discover requests (asked once the whole recording is
+        indexed, by what answers a live message the recording has nothing left for)."""
+        if self._handshakes is None:
+            self._handshakes = [i for i in self._interactions if i.request["method"] in (HANDSHAKE_METHOD, DISCOVER_METHOD)]
+        return self._handshakes
+
     def _recorded_capabilities(self) -> dict[str, Any] | None:
         """The capabilities the recorded server declared (in its initialize or server/discover
         result), or None when the recording holds no such result."""
-        for interaction in self._interactions:
-            if interaction.request["method"] not in (HANDSHAKE_METHOD, DISCOVER_METHOD):
-                continue
+        for interaction in self._recorded_handshakes():
             for server_item in interaction.server_items:
                 for item in items(server_item.frame.message) if server_item.frame.message is not None else ():
                     result = item.get("result")
@@ -587,7 +593,7 @@ class ReplayEngine:
         in the report, not a miss. Matchers that opt out of handshake negotiation opt out of this."""
         if (notification["method"] != HANDSHAKE_DONE or self._handshake_done_taken
                 or not self._matcher.negotiates_handshake) or not any(
-                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._interactions):
+                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._recorded_handshakes()):
             return False
         self._handshake_done_taken = True
         self._adapted.append(f"{HANDSHAKE_DONE}: taken silently, as any server takes it (the recorded client did not send it)")
