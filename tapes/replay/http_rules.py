@@ -220,7 +220,7 @@ def check_sendable(frames: Iterable[Frame]) -> None:
             for field in ("id", "event"):
                 if any(brk in ((frame.info or {}).get(field) or "") for brk in "\r\n"):
                     raise FrameError(f"frame {frame.seq} is an SSE event with the {field} "
-                                        f"{frame.info[field][:60]!r}, which an event stream cannot carry")
+                                     f"{frame.info[field][:60]!r}, which an event stream cannot carry")
         if frame.kind is not Kind.HTTP_RESPONSE:
             continue
         info = frame.info or {}
@@ -229,7 +229,7 @@ def check_sendable(frames: Iterable[Frame]) -> None:
         for name, value in info["headers"]:
             if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
                 raise FrameError(f"frame {frame.seq} is a response head with the header {name[:60]!r}: {value[:60]!r}, "
-                                    "which HTTP cannot send")
+                                 "which HTTP cannot send")
 
 
 def replayed_headers(fields: HeaderFields) -> list[tuple[str, str]]:
