@@ -49,6 +49,7 @@ from tapes.wire.oauth import (
     loopback_aliases,
     mentions,
     query_fields,
+    same_server,
 )
 from tapes.wire.sse import is_event_stream
 
@@ -205,7 +206,7 @@ class AuthFlow:
             for channel, exchange_frames in by_channel.items():
                 origin = origins[channel]
                 if origin is not None and _speaks_mcp(exchange_frames) and not any(
-                        origin.lower() in (known.lower(), *loopback_aliases(known.lower())) for known in mcp_origins):
+                        same_server(origin, known) for known in mcp_origins):
                     mcp_origins.append(origin)
             recorded_origin = next(iter(mcp_origins), None) or next((o for o in origins.values() if o), None)
             if recorded_origin is not None:  # the MCP server under another of its loopback names is itself

@@ -271,6 +271,11 @@ def loopback_aliases(origin: str) -> list[str]:
     return [f"{parts.scheme}://{name}{port}" for name in LOOPBACK_NAMES if name != host]
 
 
+def same_server(origin: str, other: str) -> bool:
+    """Whether `origin` is `other` (case aside) or, on loopback, `other` under another of its names."""
+    return origin.lower() in (other.lower(), *loopback_aliases(other.lower()))
+
+
 def is_mcp_answer(method: str, request_type: str | None, request_body: bytes, status: int) -> bool:
     """Whether a response is a success answer to a JSON-RPC POST: MCP's, no part of an authorization
     flow (a flow's documents, forms and redirects answer other requests, its challenges are 401s),
@@ -297,7 +302,7 @@ class ProxyRoutes:
     def add(self, origin: str) -> None:
         """Route another origin through the proxy (under the next prefix), unless it is the
         upstream's (under any of its loopback names) or already routed."""
-        if origin.lower() not in (self.upstream.lower(), *loopback_aliases(self.upstream.lower())) and origin not in self.servers:
+        if not same_server(origin, self.upstream) and origin not in self.servers:
             self.servers.append(origin)
 
     def learn(self, content_type: str | None, body: bytes) -> None:
