@@ -22,7 +22,10 @@ from tests.support.interop import HTTP, SSE, STDIO, replay, stable
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
-CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2")
+CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp")
+# the clients that probe with server/discover before they initialize, by default, over these transports
+# (fastmcp knows legacy SSE has no 2026-07-28 era, and initializes there at once)
+PROBING = {"python": (STDIO, HTTP, SSE), "fastmcp": (STDIO, HTTP)}
 CASSETTES_BY_TRANSPORT = {
     STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
             "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
@@ -58,9 +61,9 @@ def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str
     else:
         assert replayed.exit_code == 0, replayed.summary
         adapted = [line.split("adapted ", 1)[1] for line in replayed.summary.splitlines() if "adapted " in line]
-    # the Python SDK probes first; a cassette of an initialize era answers it as its server did
+    # the Python SDK 2.x and fastmcp probe first; a cassette of an initialize era answers it as its server did
     probed = [line for line in adapted if line.startswith("server/discover")]
-    assert bool(probed) == (client == "python" and not _recorded_a_probe(cassette)), adapted
+    assert bool(probed) == (transport in PROBING.get(client, ()) and not _recorded_a_probe(cassette)), adapted
 
 
 def _recorded_a_probe(path: Path) -> bool:
@@ -96,7 +99,7 @@ def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_foun
     ]
 
 
-@pytest.mark.parametrize("client", ["python", "ts", "ts2"])
+@pytest.mark.parametrize("client", ["python", "ts", "ts2", "python1", "fastmcp"])
 @pytest.mark.parametrize("name", ["everything-http-2025-11-25", "everything-sse-2024-11-05"])
 def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, client: str, tmp_path: Path) -> None:
     """A client that runs the server as a process gets an HTTP recording's session over stdio."""
@@ -107,12 +110,15 @@ def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, cli
     assert json.loads(replayed.summary)["unmatched"] == []
 
 
+@pytest.mark.parametrize("client", ["python", "fastmcp"])
 @pytest.mark.parametrize(("transport", "name"), [(STDIO, "notes-stdio-2026-07-28"), (STDIO, "feed-stdio-2026-07-28"),
                                                  (HTTP, "feed-http-2026-07-28")])
-def test_a_stateless_era_cassette_serves_the_python_sdk_in_its_default_mode(transport: str, name: str, tmp_path: Path) -> None:
-    """A 2026-07-28 recording (server/discover, no initialize) serves today's Python SDK, which probes first."""
+def test_a_stateless_era_cassette_serves_the_python_sdk_in_its_default_mode(transport: str, name: str, client: str,
+                                                                           tmp_path: Path) -> None:
+    """A 2026-07-28 recording (server/discover, no initialize) serves today's Python SDK, which
+    probes first, and fastmcp's client on it."""
     cassette = CASSETTES / f"{name}.tape"
-    replayed = replay("python", "tools", transport, cassette, probe=True, report=tmp_path / "report.json")
+    replayed = replay(client, "tools", transport, cassette, probe=True, report=tmp_path / "report.json")
     [step] = replayed.result["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))
     if transport == STDIO:

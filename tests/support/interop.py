@@ -1,4 +1,4 @@
-"""The interop matrix's peers: six MCP clients that run one fixed scenario, the servers they run
+"""The interop matrix's peers: the MCP clients that run one fixed scenario, the servers they run
 it against, and `tapes record` / `tapes replay` around them.
 
 A scenario (tests/peers/scenarios.json) is a list of steps (tools/list, tools/call, ...). Every
@@ -14,6 +14,9 @@ the matrix compares that with what the same client gets from the live server.
 - "inspector2": the same from the Inspector's 2.x line, built on the TypeScript SDK's 2.x client
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
                its GET stream only after its `initialized` notification was accepted
+- "python1":   the Python SDK's 1.x line (`mcp` 1.30 `ClientSession`; tests/peers/py1_client.py, run
+               with tests/peers/.venv-mcp1's interpreter, as 1.x cannot live beside 2.x)
+- "fastmcp":   fastmcp's `Client` (on the SDK's 2.x line, in this process)
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ import anyio
 import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
+from fastmcp import Client as FastMCPClient
+from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from tests.support.paths import EVERYTHING_JS, PEERS, SERVERS, TAPES
@@ -49,6 +54,8 @@ INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-
 TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
+# The Python SDK's 1.x line, in a venv of its own (.ci/run makes it)
+PYTHON1 = PEERS / ".venv-mcp1" / "bin" / "python"
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
 TRANSPORTS: dict[str, tuple[str, ...]] = {
@@ -58,6 +65,8 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "inspector": (STDIO, HTTP, SSE),
     "inspector2": (STDIO, HTTP, SSE),
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
+    "python1": (STDIO, HTTP, SSE),
+    "fastmcp": (STDIO, HTTP, SSE),
 }
 RECORDING_CLIENTS = ("python", "ts", "ts2")
 
@@ -67,6 +76,13 @@ def node() -> str:
     if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT)):
         raise AssertionError("the npm peers are not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return found
+
+
+def python1() -> str:
+    if not PYTHON1.exists():
+        raise AssertionError("the Python SDK 1.x peer is not installed: run .ci/run's setup "
+                             "(`python3.13 -m venv tests/peers/.venv-mcp1 && tests/peers/.venv-mcp1/bin/pip install mcp==1.30.0`)")
+    return str(PYTHON1)
 
 
 def stable(value: Any) -> Any:
@@ -156,6 +172,10 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
         return _ts(scenario, transport, target, second=client == "ts2")
     if client in ("inspector", "inspector2"):
         return _inspector(scenario, transport, target, second=client == "inspector2")
+    if client == "python1":
+        return _python1(scenario, transport, target)
+    if client == "fastmcp":
+        return anyio.run(_fastmcp, scenario, transport, target, "auto" if probe else "legacy")
     assert client == "raw" and transport == HTTP and isinstance(target, str)
     return RawClient(target).run(SCENARIOS[scenario])
 
@@ -219,6 +239,61 @@ def _ts(scenario: str, transport: str, target: list[str] | str, *, second: bool 
                           env={**os.environ, "TS_SDK": "2" if second else "1"})
     assert done.returncode == 0, f"the TS client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
     return json.loads(done.stdout)
+
+
+def _python1(scenario: str, transport: str, target: list[str] | str) -> dict[str, Any]:
+    where = target if isinstance(target, list) else [target]
+    done = subprocess.run([python1(), str(PEERS / "py1_client.py"), scenario, transport, *where],
+                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"the Python SDK 1.x client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
+    return json.loads(done.stdout)
+
+
+async def _fastmcp(scenario: str, transport: str, target: list[str] | str, mode: str) -> dict[str, Any]:
+    """fastmcp's `Client`, through its high-level calls (lists of every page, parsed tool results);
+    `mode` as for the Python SDK (fastmcp speaks legacy SSE in the initialize era whatever it is)."""
+    if transport == STDIO:
+        assert isinstance(target, list)
+        server: Any = StdioTransport(target[0], target[1:], keep_alive=False)  # else the replay never ends
+    else:
+        assert isinstance(target, str)
+        server = SSETransport(target) if transport == SSE else StreamableHttpTransport(target)
+    out: dict[str, Any] = {"steps": []}
+    with anyio.fail_after(TIMEOUT * 2):
+        async with FastMCPClient(server, mode=mode, timeout=TIMEOUT) as client:  # type: ignore[arg-type]
+            info = client.server_info
+            out["session"] = {"server": info.model_dump(mode="json", exclude_none=True) if info else None}
+            for step in SCENARIOS[scenario]:
+                out["steps"].append({"method": step["method"], "result": await _fastmcp_step(client, step)})
+    return stable(out)
+
+
+async def _fastmcp_step(client: FastMCPClient[Any], step: dict[str, Any]) -> Any:
+    method = step["method"]
+    if method == "logging/setLevel":
+        await client.set_logging_level(step["level"])
+        return {}
+    if method == "tools/list":
+        return {"tools": [_dump(tool) for tool in await client.list_tools()]}
+    if method == "tools/call":
+        progress: list[list[Any]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append([value, total])
+
+        called = await client.call_tool(step["name"], step["arguments"],
+                                        progress_handler=on_progress if step.get("progress") else None)
+        result = {"content": [_dump(block) for block in called.content], "isError": called.is_error,
+                  "structuredContent": called.structured_content}
+        return {"result": result, "progress": settled(progress)} if step.get("progress") else result
+    if method == "resources/list":
+        return {"resources": [_dump(resource) for resource in await client.list_resources()]}
+    if method == "resources/read":
+        return {"contents": [_dump(contents) for contents in await client.read_resource(step["uri"])]}
+    if method == "prompts/list":
+        return {"prompts": [_dump(prompt) for prompt in await client.list_prompts()]}
+    assert method == "prompts/get", method
+    return _dump(await client.get_prompt(step["name"], step["arguments"]))
 
 
 def _inspector(scenario: str, transport: str, target: list[str] | str, *, second: bool = False) -> dict[str, Any]:
