@@ -3,8 +3,8 @@ transport both have, for server-everything and the SDK notes server; each replay
 get exactly what it gets from the live server.
 
 Recording clients: the Python SDK (also in its default mode, which records the notes server at
-2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs and a strictly
-sequential raw HTTP client (tests/support/interop.py). Each cassette
+2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs, the Python
+SDK's 1.x line, fastmcp's client and a strictly sequential raw HTTP client (tests/support/interop.py). Each cassette
 is recorded once per module and each live result computed once, so a cell costs one replay.
 """
 
