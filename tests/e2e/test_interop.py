@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.processes import Process
 from tests.support.interop import (
+    SPOT_CHECK_RECORDERS,
     HTTP,
     PROBING_RECORDER,
     RECORDING_CLIENTS,
@@ -45,6 +46,13 @@ CELLS = [
     for recorder in (*RECORDING_CLIENTS, *((PROBING_RECORDER,) if server == "notes" else ()))
     for replayer in TRANSPORTS
     if transport in TRANSPORTS[replayer]
+]
+SPOT_CHECK_CELLS = [
+    pytest.param(recorder, replayer, transport, server, id=f"{server}-{transport}-{recorder}-to-{replayer}")
+    for recorder, replayers in SPOT_CHECK_RECORDERS.items()
+    for server in SERVERS
+    for transport in (STDIO, HTTP, SSE)
+    for replayer in replayers
 ]
 
 
@@ -86,7 +94,7 @@ def cassette(live: LiveServers, baseline: Callable[[str, str, str], dict[str, An
     return get
 
 
-@pytest.mark.parametrize(("recorder", "replayer", "transport", "server"), CELLS)
+@pytest.mark.parametrize(("recorder", "replayer", "transport", "server"), CELLS + SPOT_CHECK_CELLS)
 def test_replay_gives_each_client_what_the_live_server_gives_it(
     recorder: str, replayer: str, transport: str, server: str,
     cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
