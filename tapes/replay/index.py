@@ -41,7 +41,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import FrameError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of
+from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, unreadable_live
 from tapes.wire.sse import is_event_stream
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
@@ -214,9 +214,8 @@ class _Walk:
                 raise FrameError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
             self.seqs.add(frame.seq)
             if frame.from_client:
-                if frame.message is not None:
-                    checked_payload(frame)  # only checked: a client frame is never sent
-                keys = self.client_frame(frame)
+                # a client frame is never sent: its payload is only checked (and read as a live one would be)
+                keys = self.client_frame(frame, checked_payload(frame) if frame.message is not None else None)
                 if keys:
                     self.last_client_item = keys[-1]
                     if frame.kind is Kind.MESSAGE:
@@ -229,7 +228,7 @@ class _Walk:
                 self.server_frame(frame)
         return walked
 
-    def client_frame(self, frame: Frame) -> list[ItemKey]:
+    def client_frame(self, frame: Frame, payload: bytes | None) -> list[ItemKey]:
         index = self.index
         key = (frame.seq, 0)
         if frame.kind is Kind.HTTP_REQUEST:
@@ -239,7 +238,9 @@ class _Walk:
             index.opens.append(key)
             if info.get("method") == "GET":
                 self.streams.add(frame.channel)
-        elif frame.kind is Kind.RAW:
+        elif frame.kind is Kind.RAW or (payload is not None and unreadable_live(payload)):
+            # a message no live client's can be read as (NaN, a BOM: what a lenient recorder parsed but
+            # the replay's reader refuses) is matched by its bytes, and gets what the server did
             index.raw[frame.payload].append(key)
         elif frame.kind is Kind.STREAM_END:
             index.ends.append(key)
@@ -377,3 +378,4 @@ def checked_payload(frame: Frame, message: Any = None) -> bytes:
         return frame.payload if message is None else encode(message)
     except (TypeError, ValueError) as error:
         raise FrameError(f"frame {frame.seq} holds a message that is not JSON ({error})") from None
+

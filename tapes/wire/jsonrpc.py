@@ -395,6 +395,16 @@ def read_client(payload: bytes) -> Incoming:
     return Incoming(good or None, [refused for _, refused in checked if refused is not None])
 
 
+def unreadable_live(payload: bytes) -> bool:
+    """Whether `read_json` refuses these bytes, which a lenient reader (`decode`) may have taken as
+    a message: NaN, a BOM before the JSON, another encoding than UTF-8. Reads them again only when
+    they may hold such a thing."""
+    if (payload.isascii() and payload[:1] in (b"{", b"[") and b"NaN" not in payload and b"Infinity" not in payload
+            and b"\\u" not in payload and payload.count(b"[") + payload.count(b"{") <= MAX_DEPTH):
+        return False
+    return read_json(payload)[1] is not None
+
+
 def params_of(message: dict[str, Any]) -> dict[str, Any]:
     """A message's params as an object ({} when absent or an array)."""
     params = message.get("params")

@@ -20,7 +20,7 @@ from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.cassette.store import load, save
 from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 
-from tests.support.paths import ROOT, TAPES
+from tests.support.paths import NOTES_SERVER, ROOT, TAPES
 from tests.support.processes import Process
 
 STDIO_CASSETTE = ROOT / "cassettes" / "everything-stdio-2025-11-25.tape"
@@ -59,6 +59,26 @@ def test_the_stdio_replayer_answers_a_hostile_line_and_goes_on() -> None:
     assert "params must be an object or an array" in refused[2]["error"]["message"]
     assert json.loads(lines[6])["result"]["protocolVersion"] == "2025-11-25"  # initialize, answered as recorded
     assert b"5 unmatched" in run.stderr
+
+
+def test_hostile_lines_a_real_server_was_sent_replay_as_it_answered_them(tmp_path: Path) -> None:
+    """Lines no client reader takes (NaN, a BOM, an array id, string params, not JSON), recorded
+    in front of the SDK server: the same lines replayed get what that server did with them, here
+    nothing, and the replay ends clean."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}}
+    hostile = [b'{"jsonrpc":"2.0","id":NaN,"method":"ping"}', b'\xef\xbb\xbf{"jsonrpc":"2.0","id":7,"method":"ping"}',
+               ID_ARRAY, b'{"jsonrpc":"2.0","id":8,"method":"ping","params":"s"}', b"not json"]
+    stdin = b"\n".join([json.dumps(initialize).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                        *hostile, b'{"jsonrpc":"2.0","id":9,"method":"ping"}']) + b"\n"
+    cassette = tmp_path / "hostile.tape"
+    recorded = tapes("record", "-o", str(cassette), "--", *NOTES_SERVER, stdin=stdin)
+    assert recorded.returncode == 0, recorded.stderr
+    replayed = tapes("replay", str(cassette), stdin=stdin)
+    assert b"Traceback" not in replayed.stderr and replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert [json.loads(line)["id"] for line in replayed.stdout.splitlines()] == [1, 9]
+    assert b"0 unmatched, 0 unused" in replayed.stderr
 
 
 def test_the_stdio_replayer_drops_a_line_past_its_limit_as_it_comes_and_goes_on() -> None:

@@ -131,6 +131,25 @@ def test_garbage_from_the_client_gets_a_parse_error_unless_it_was_recorded() -> 
     assert error["error"]["code"] == PARSE_ERROR and error["id"] is None
 
 
+def test_lines_a_lenient_recorder_parsed_but_no_client_reader_takes_are_matched_as_bytes() -> None:
+    # NaN, a BOM before the JSON: the recorder kept them as messages, a live client's are not JSON
+    # to the replay's reader; the same bytes get what the recorded server did (here nothing, as an
+    # SDK server skips them), with no made-up error and no miss
+    hostile = [b'{"jsonrpc":"2.0","id":NaN,"method":"x"}', b'\xef\xbb\xbf{"jsonrpc":"2.0","id":7,"method":"ping"}']
+    frames = recording(*(("c", line) for line in hostile), ("c", req(9, "ping")), ("s", res(9, {})))
+    assert [frame.kind for frame in frames[:2]] == ["message"] * 2  # what the recorder made of them
+    engine = ReplayEngine(frames)
+    for line in hostile:
+        reception = engine.receive(line)
+        assert reception.replies == [] and reception.actions == []
+    assert send(engine, req("live", "ping")) == [res("live", {})]
+    assert engine.report.clean and engine.report.unused == []
+    # not recorded: the reader's own errors, and misses
+    engine = ReplayEngine(recording(("c", req(9, "ping")), ("s", res(9, {}))))
+    assert [json.loads(reply.payload)["error"]["code"] for line in hostile for reply in engine.receive(line).replies] == [
+        PARSE_ERROR, PARSE_ERROR]
+
+
 def test_batch_elements_are_matched_one_by_one_and_answered_as_a_batch() -> None:
     frames = recording(("c", [req(1, "ping"), req(2, "tools/list")]), ("s", [res(1, {}), res(2, {"tools": []})]))
     engine = ReplayEngine(frames)

@@ -23,6 +23,7 @@ from tapes.wire.jsonrpc import (
     items,
     read_json,
     refusal,
+    unreadable_live,
     wire_form,
 )
 
@@ -303,3 +304,27 @@ def test_wire_form_of_a_message_without_a_canonical_encoding() -> None:
     # msgpack's bytes have no JSON form: they are named, as the page and the timeline show them
     assert wire_form({"jsonrpc": "2.0", "id": 1, "result": {b"k": b"\x00\xff"}}) == \
         b'{"jsonrpc":"2.0","id":1,"result":{"<1 bytes: aw==>":"<2 bytes: AP8=>"}}'
+
+
+_ODD_VALUES = st.sampled_from([float("nan"), float("inf"), 1.5, True, None, [], {}, "x", 7, "\ud800", "é"])
+_ITEMS = st.fixed_dictionaries(
+    {"jsonrpc": st.sampled_from(["2.0", "2.0", "1.0"])},
+    optional={"id": _ODD_VALUES, "method": st.sampled_from(["ping", "notifications/progress", 3]),
+              "params": st.one_of(_ODD_VALUES, st.fixed_dictionaries({}, optional={"progressToken": _ODD_VALUES,
+                                                                                   "_meta": _ODD_VALUES}))},
+)
+
+
+@given(message=st.one_of(_ITEMS, st.lists(_ITEMS, min_size=1, max_size=3)),
+       bom=st.booleans(), ascii_only=st.booleans(), spaced=st.booleans())
+def test_unreadable_live_agrees_with_the_live_reader_on_what_a_recording_keeps_as_a_message(
+    message: object, bom: bool, ascii_only: bool, spaced: bool
+) -> None:
+    text = json.dumps(message, ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":"))
+    try:
+        payload = (b"\xef\xbb\xbf" if bom else b"") + text.encode()
+    except UnicodeEncodeError:  # a lone surrogate written raw is no UTF-8 at all
+        return
+    decoded = decode(payload)
+    if decoded.message is not None:  # what a recorder keeps as a message frame
+        assert unreadable_live(payload) == (read_json(payload)[1] is not None)
