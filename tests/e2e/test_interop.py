@@ -3,7 +3,8 @@ transport both have, for server-everything and the SDK notes server; each replay
 get exactly what it gets from the live server.
 
 Recording clients: the Python SDK and the TypeScript SDK. Replaying clients: those two, the
-Inspector CLI and a strictly sequential raw HTTP client (tests/support/interop.py). Each cassette
+Inspector CLI, mcp-remote (a stdio host's bridge to HTTP) and a strictly sequential raw HTTP
+client (tests/support/interop.py). Each cassette
 is recorded once per module and each live result computed once, so a cell costs one replay.
 """
 
@@ -32,6 +33,7 @@ from tests.support.interop import (
     record,
     replay,
     run_client,
+    served_again,
 )
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
@@ -90,10 +92,7 @@ def test_replay_gives_each_client_what_the_live_server_gives_it(
     cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
 ) -> None:
     tape = cassette(recorder, transport, server)
-    # The Inspector runs each step in a session of its own; over HTTP every one after the first
-    # finds the recorded session used, and is served it again from its start.
-    options = ["--repeats", "allow"] if replayer.startswith("inspector") and transport != STDIO else []
-    replayed = replay(replayer, server, transport, tape, *options)
+    replayed = replay(replayer, server, transport, tape, *served_again(replayer, transport))
 
     assert replayed.result == baseline(replayer, transport, server)
     if transport == STDIO:

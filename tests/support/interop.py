@@ -12,6 +12,10 @@ the matrix compares that with what the same client gets from the live server.
 - "ts2":       the same script on the TypeScript SDK's 2.x line (`@modelcontextprotocol/client`)
 - "inspector": the MCP Inspector CLI, one process per step (it runs one method per invocation)
 - "inspector2": the same from the Inspector's 2.x line, built on the TypeScript SDK's 2.x client
+- "remote":    mcp-remote, the stdio-to-HTTP bridge of hosts that speak only stdio (Claude Desktop),
+               with the Python SDK's `Client` in front of it as the host; its own TypeScript SDK
+               client (bundled) speaks Streamable HTTP or SSE to the server (`--transport http-only`,
+               `sse-only`)
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
                its GET stream only after its `initialized` notification was accepted
 """
@@ -49,6 +53,7 @@ INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-
 TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
+MCP_REMOTE = PEERS / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
 TRANSPORTS: dict[str, tuple[str, ...]] = {
@@ -57,8 +62,12 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "ts2": (STDIO, HTTP, SSE),
     "inspector": (STDIO, HTTP, SSE),
     "inspector2": (STDIO, HTTP, SSE),
+    "remote": (HTTP, SSE),  # a bridge from stdio to a remote server: HTTP is what it reaches
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
 }
+# mcp-remote's --transport for each: the one transport, no fallback (`http-first`, its default,
+# is tested against an SSE-only replay in test_other_clients)
+REMOTE_STRATEGY = {HTTP: "http-only", SSE: "sse-only"}
 RECORDING_CLIENTS = ("python", "ts", "ts2")
 
 
@@ -156,6 +165,11 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
         return _ts(scenario, transport, target, second=client == "ts2")
     if client in ("inspector", "inspector2"):
         return _inspector(scenario, transport, target, second=client == "inspector2")
+    if client.startswith("remote"):  # "remote:STRATEGY" picks mcp-remote's --transport
+        assert isinstance(target, str)
+        strategy = client.partition(":")[2] or REMOTE_STRATEGY[transport]
+        with tempfile.TemporaryDirectory() as config:
+            return run_client("python", scenario, STDIO, mcp_remote(target, strategy, config))
     assert client == "raw" and transport == HTTP and isinstance(target, str)
     return RawClient(target).run(SCENARIOS[scenario])
 
@@ -206,6 +220,15 @@ async def _python_step(client: Client, step: dict[str, Any]) -> Any:
         assert method == "prompts/get", method
         result = await client.get_prompt(step["name"], step["arguments"])
     return _dump(result)
+
+
+def mcp_remote(url: str, strategy: str, config: str) -> list[str]:
+    """The command of mcp-remote bridging stdio to `url` with its transport `strategy`, its OAuth
+    state (tokens, client registrations, locks) kept in the directory `config`."""
+    if not MCP_REMOTE.exists():
+        raise AssertionError("mcp-remote is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
+    # the Python SDK passes a server process only a few variables of its own environment
+    return ["env", f"MCP_REMOTE_CONFIG_DIR={config}", node(), str(MCP_REMOTE), url, "--transport", strategy]
 
 
 def _dump(model: Any) -> Any:
@@ -413,6 +436,16 @@ def record(client: str, scenario: str, transport: str, live: LiveServers, server
         return run_client(client, scenario, transport, banner[1])
     finally:
         assert recorder.stop(signal.SIGINT) == 0, recorder.rest_of_stderr()
+
+
+def served_again(client: str, transport: str) -> list[str]:
+    """The replay options a client needs that opens more sessions than the recorded client did:
+    over HTTP the Inspector runs each step in a session of its own, and mcp-remote opens sessions
+    before its host's (over Streamable HTTP a throwaway one that tests the connection; over
+    legacy SSE each GET that looks for an auth challenge opens one). Each after the first finds
+    the recorded session used, and is served it again from its start."""
+    repeating = client.startswith(("inspector", "remote"))
+    return ["--repeats", "allow"] if repeating and transport != STDIO else []
 
 
 @dataclass
