@@ -31,12 +31,11 @@ from tapes.cassette.http_framer import CLIENT_DISCONNECT
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import canonical
 from tapes.replay.polls import is_poll
-from tapes.wire.eras import STATELESS_ERAS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import SERVER_INFO_KEY, STATELESS_ERAS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header, media_type
 from tapes.wire.jsonrpc import MessageType, classify, items, plain
 from tapes.wire.pointer import REMOVED, tokens, without
 
-SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 RESOURCE_NOT_FOUND = "resource not found"  # -32002 before 2026-07-28, -32602 from then on
 NOT_HONORED = "subscription not honored"  # a URI a listen asked for that its acknowledgment left out

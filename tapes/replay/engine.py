@@ -32,7 +32,10 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
-from tapes.wire.eras import CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LOG_LEVELS, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import (
+    CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LOG_LEVELS, SERVER_INFO_KEY,
+    STATELESS_ERAS, SUBSCRIPTION_ID_KEY, VERSIONS,
+)
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (
     METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, params_of, read_client, wire_form,
@@ -166,6 +169,7 @@ class ReplayEngine:
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
         self._not_found: Counter[str] = Counter()  # ... and its requests for what the recorded server did not declare
         self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
+        self._initialize_from_discover = False  # whether an initialize was answered from a recorded server/discover
         self._handshakes: list[Interaction] | None = None  # the recorded initialize and server/discover requests, once all indexed
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
@@ -550,8 +554,9 @@ class ReplayEngine:
         connecting; the log messages stay as recorded); Method not found to a request for a
         capability it did not declare (clients that list prompts and resources of every server),
         and to the server/discover probe of a 2026-07-28 client from a server of an initialize era,
-        which is what tells that client to fall back to initialize. (The whole recording is
-        indexed by now.)"""
+        which is what tells that client to fall back to initialize; the other way round, an
+        initialize to a recording of the stateless era gets its result from the recorded
+        server/discover. (The whole recording is indexed by now.)"""
         method, request_id, params = request["method"], request["id"], params_of(request)
         capabilities = self._recorded_capabilities()
         needed = CAPABILITY_OF.get(method)
@@ -562,6 +567,8 @@ class ReplayEngine:
         if capabilities is not None and needed is not None and needed not in capabilities:
             self._not_found[method] += 1
             return Reply.error(request_id, METHOD_NOT_FOUND, "Method not found")
+        if method == HANDSHAKE_METHOD:
+            return self._initialize_answered_from_discover(request)
         if method == DISCOVER_METHOD and any(i.request["method"] == HANDSHAKE_METHOD for i in self._recorded_handshakes()):
             self._adapted.append(f"server/discover id {request_id!r}: answered Method not found, as the recorded "
                                  "server (of an initialize era) would")
@@ -575,25 +582,59 @@ class ReplayEngine:
             self._handshakes = [i for i in self._interactions if i.request["method"] in (HANDSHAKE_METHOD, DISCOVER_METHOD)]
         return self._handshakes
 
-    def _recorded_capabilities(self) -> dict[str, Any] | None:
-        """The capabilities the recorded server declared (in its initialize or server/discover
-        result), or None when the recording holds no such result."""
+    def _recorded_handshake_result(self) -> tuple[Interaction, dict[str, Any]] | None:
+        """The first recorded initialize or server/discover request with a result, and that result."""
         for interaction in self._recorded_handshakes():
             for server_item in interaction.server_items:
                 for item in items(server_item.frame.message) if server_item.frame.message is not None else ():
                     result = item.get("result")
                     if item.get("id") == interaction.recorded_id and type(result) is dict:
-                        capabilities = result.get("capabilities")
-                        return capabilities if type(capabilities) is dict else {}
+                        return interaction, result
         return None
+
+    def _recorded_capabilities(self) -> dict[str, Any] | None:
+        """The capabilities the recorded server declared (in its initialize or server/discover
+        result), or None when the recording holds no such result."""
+        if (answered := self._recorded_handshake_result()) is None:
+            return None
+        capabilities = answered[1].get("capabilities")
+        return capabilities if type(capabilities) is dict else {}
+
+    def _initialize_answered_from_discover(self, request: dict[str, Any]) -> Reply | None:
+        """An initialize to a recording of the stateless era (server/discover, no initialize): the
+        result a server of both eras gives, made of what the recorded discover said (capabilities,
+        server info, instructions), at the client's version when it is one that opens with
+        initialize, else at the latest that does. Clients that speak only initialize (most of
+        those of 2025) then go on with the recorded requests, whose _meta matching leaves out."""
+        answered = self._recorded_handshake_result()
+        asked = params_of(request).get("protocolVersion")
+        if (not self._matcher.negotiates_handshake or answered is None or not isinstance(asked, str)  # a server refuses that one
+                or answered[0].request["method"] != DISCOVER_METHOD or any(
+                    i.request["method"] == HANDSHAKE_METHOD for i in self._recorded_handshakes())):
+            return None
+        discover, recorded = answered
+        version = asked if asked in VERSIONS and asked not in STATELESS_ERAS else LATEST_HANDSHAKE_VERSION
+        meta = recorded.get("_meta")
+        server_info = recorded.get("serverInfo", meta.get(SERVER_INFO_KEY) if type(meta) is dict else None)
+        capabilities = recorded.get("capabilities")
+        result: dict[str, Any] = {
+            "protocolVersion": version, "capabilities": capabilities if type(capabilities) is dict else {},
+            "serverInfo": server_info if type(server_info) is dict else {"name": "mcp-tapes replay", "version": "0"},
+        }
+        if type(recorded.get("instructions")) is str:
+            result["instructions"] = recorded["instructions"]
+        self._initialize_from_discover = True
+        self._adapted.append(f"initialize id {request['id']!r}: answered at {version} from the recorded "
+                             f"{discover.describe()}, as a server of both eras would (the recording has no initialize)")
+        return Reply.result(request["id"], result)
 
     def _handshake_done_unrecorded(self, notification: dict[str, Any]) -> bool:
         """A notifications/initialized that the recorded client did not send (a hand-written one
         may not) is taken as any server takes it, silently, once the handshake was played: noted
         in the report, not a miss. Matchers that opt out of handshake negotiation opt out of this."""
         if (notification["method"] != HANDSHAKE_DONE or self._handshake_done_taken
-                or not self._matcher.negotiates_handshake) or not any(
-                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._recorded_handshakes()):
+                or not self._matcher.negotiates_handshake) or not (self._initialize_from_discover or any(
+                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._recorded_handshakes())):
             return False
         self._handshake_done_taken = True
         self._adapted.append(f"{HANDSHAKE_DONE}: taken silently, as any server takes it (the recorded client did not send it)")

@@ -14,6 +14,8 @@ HANDSHAKE_DONE = "notifications/initialized"  # the client's answer to the initi
 LOG_LEVELS = frozenset(("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"))  # RFC 5424's, every era
 DISCOVER_METHOD = "server/discover"  # 2026-07-28: what a server supports; a legacy server answers Method not found
 STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # stateless eras: in every request's _meta
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"  # stateless eras: in the _meta of the server/discover result
+LATEST_HANDSHAKE_VERSION = "2025-11-25"  # the last revision that opens with initialize
 
 LONG_LIVED_METHODS = frozenset({"subscriptions/listen"})
 """Requests whose response is a stream that stays open until either side closes it (2026-07-28):

@@ -108,16 +108,24 @@ def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, cli
 
 @pytest.mark.parametrize(("transport", "name"), [(STDIO, "notes-stdio-2026-07-28"), (STDIO, "feed-stdio-2026-07-28"),
                                                  (HTTP, "feed-http-2026-07-28")])
-def test_a_stateless_era_cassette_serves_the_python_sdk_in_its_default_mode(transport: str, name: str, tmp_path: Path) -> None:
-    """A 2026-07-28 recording (server/discover, no initialize) serves today's Python SDK, which probes first."""
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stateless_era_cassette_serves_every_client(transport: str, name: str, client: str, tmp_path: Path) -> None:
+    """A 2026-07-28 recording (server/discover, no initialize) serves today's Python SDK, which
+    probes first, and clients that speak only initialize: their handshake is answered from the
+    recorded server/discover, as a server of both eras answers it."""
     cassette = CASSETTES / f"{name}.tape"
-    replayed = replay("python", "tools", transport, cassette, probe=True, report=tmp_path / "report.json")
+    replayed = replay(client, "tools", transport, cassette, probe=True, report=tmp_path / "report.json")
     [step] = replayed.result["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))
     if transport == STDIO:
-        assert json.loads(replayed.summary)["unmatched"] == []
+        report = json.loads(replayed.summary)
+        assert report["unmatched"] == [], report
+        adapted = report["adapted"]
     else:
         assert replayed.exit_code == 0, replayed.summary
+        adapted = [line.split("adapted ", 1)[1] for line in replayed.summary.splitlines() if "adapted " in line]
+    from_discover = [line for line in adapted if line.startswith("initialize") and "from the recorded server/discover" in line]
+    assert len(from_discover) == (0 if client == "python" else 1), adapted
 
 
 @pytest.mark.parametrize(("name", "transport", "strategy"), [

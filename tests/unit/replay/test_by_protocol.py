@@ -148,6 +148,37 @@ def test_the_discover_probe_is_a_miss_where_the_recording_has_no_initialize() ->
     assert error["error"]["code"] == NO_MATCH and not engine.report.clean
 
 
+MODERN = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+DISCOVERED = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {"listChanged": True}}, "instructions": "hi",
+              "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "2"}}}
+STATELESS_SESSION = recording(("c", req(1, "server/discover", MODERN)), ("s", res(1, DISCOVERED)),
+                              ("c", req(2, "tools/list", MODERN)), ("s", res(2, {"tools": [], "resultType": "complete"})))
+
+
+@pytest.mark.parametrize(("asked", "answered"), [("2025-06-18", "2025-06-18"), ("2024-11-05", "2024-11-05"),
+                                                 ("2026-07-28", "2025-11-25"), ("2099-01-01", "2025-11-25")])
+def test_an_initialize_to_a_stateless_era_recording_is_answered_from_its_discover(asked: str, answered: str) -> None:
+    engine = ReplayEngine(STATELESS_SESSION)
+    assert send(engine, initialize(0, asked, {})) == [res(0, {
+        "protocolVersion": answered, "capabilities": {"tools": {"listChanged": True}},
+        "serverInfo": {"name": "s", "version": "2"}, "instructions": "hi"})]
+    assert send(engine, note("notifications/initialized")) == []
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": [], "resultType": "complete"})]  # _meta left out of matching
+    assert engine.report.clean and engine.report.unused == ["server/discover #1 (frame 1)"]
+    assert engine.report.adapted == [
+        (f"initialize id 0: answered at {answered} from the recorded server/discover #1 (frame 1), as a server of both "
+         "eras would (the recording has no initialize)"),
+        "notifications/initialized: taken silently, as any server takes it (the recorded client did not send it)"]
+
+
+def test_an_initialize_is_not_made_up_under_exact_matching_nor_without_a_version_nor_from_nothing() -> None:
+    for engine, live in ((ReplayEngine(STATELESS_SESSION, matcher_named("exact")), initialize(0, "2025-11-25", {})),
+                         (ReplayEngine(STATELESS_SESSION), req(0, "initialize", {"capabilities": {}})),
+                         (ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, {})))), initialize(0, "2025-11-25", {}))):
+        [error] = send(engine, live)
+        assert error["error"]["code"] == NO_MATCH and engine.report.adapted == []
+
+
 @pytest.mark.parametrize("blank", [b"", b"  ", b"\r", b"\t \r"])
 def test_a_blank_line_is_no_message_on_stdio(blank: bytes) -> None:
     engine = ReplayEngine(SESSION)
