@@ -168,8 +168,10 @@ class ReplayEngine:
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
         self._not_found: Counter[str] = Counter()  # ... and its requests for what the recorded server did not declare
-        self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
-        self._initialize_from_discover = False  # whether an initialize was answered from a recorded server/discover
+        self._handshake_done_taken = 0  # ... and how many unrecorded notifications/initialized it got past
+        # initializes answered from a recorded server/discover: a stateless recording's one engine
+        # serves every live client, and each may send its notifications/initialized
+        self._initialize_from_discover = 0
         self._handshakes: list[Interaction] | None = None  # the recorded initialize and server/discover requests, once all indexed
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
@@ -623,20 +625,22 @@ class ReplayEngine:
         }
         if type(recorded.get("instructions")) is str:
             result["instructions"] = recorded["instructions"]
-        self._initialize_from_discover = True
+        self._initialize_from_discover += 1
         self._adapted.append(f"initialize id {request['id']!r}: answered at {version} from the recorded "
                              f"{discover.describe()}, as a server of both eras would (the recording has no initialize)")
         return Reply.result(request["id"], result)
 
     def _handshake_done_unrecorded(self, notification: dict[str, Any]) -> bool:
         """A notifications/initialized that the recorded client did not send (a hand-written one
-        may not) is taken as any server takes it, silently, once the handshake was played: noted
-        in the report, not a miss. Matchers that opt out of handshake negotiation opt out of this."""
-        if (notification["method"] != HANDSHAKE_DONE or self._handshake_done_taken
+        may not) is taken as any server takes it, silently, once the handshake was played (once
+        per initialize answered from a stateless recording's server/discover: its one engine serves
+        every live client): noted in the report, not a miss. Matchers that opt out of handshake
+        negotiation opt out of this."""
+        if (notification["method"] != HANDSHAKE_DONE or self._handshake_done_taken >= max(self._initialize_from_discover, 1)
                 or not self._matcher.negotiates_handshake) or not (self._initialize_from_discover or any(
                 interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._recorded_handshakes())):
             return False
-        self._handshake_done_taken = True
+        self._handshake_done_taken += 1
         self._adapted.append(f"{HANDSHAKE_DONE}: taken silently, as any server takes it (the recorded client did not send it)")
         return True
 

@@ -133,6 +133,7 @@ def test_a_stateless_era_cassette_serves_every_client(transport: str, name: str,
     ("everything-http-2025-11-25", HTTP, "http-first"),
     ("everything-sse-2024-11-05", SSE, "sse-only"),
     ("everything-sse-2024-11-05", SSE, "http-first"),  # its default: Streamable HTTP, then SSE on a 404 or 405
+    ("feed-http-2026-07-28", HTTP, "http-first"),  # stateless: its initialize answered from server/discover
 ])
 def test_mcp_remote_bridges_a_stdio_host_to_an_http_replay(name: str, transport: str, strategy: str) -> None:
     """A host that speaks only stdio reaches `tapes replay --http` through mcp-remote, which looks

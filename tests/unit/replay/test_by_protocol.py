@@ -171,6 +171,17 @@ def test_an_initialize_to_a_stateless_era_recording_is_answered_from_its_discove
         "notifications/initialized: taken silently, as any server takes it (the recorded client did not send it)"]
 
 
+def test_each_client_of_a_stateless_era_recording_may_send_its_initialized() -> None:
+    """A stateless recording's one engine serves every live client (mcp-remote connects a test
+    client before its host's): each handshake answered from the discover lets one notifications/initialized by, no more."""
+    engine = ReplayEngine(STATELESS_SESSION)
+    for id_ in (0, 1):
+        assert send(engine, initialize(id_, "2025-11-25", {})) != []
+        assert send(engine, note("notifications/initialized")) == []
+    assert engine.report.clean
+    assert send(engine, note("notifications/initialized")) == [] and not engine.report.clean
+
+
 def test_an_initialize_is_not_made_up_under_exact_matching_nor_without_a_version_nor_from_nothing() -> None:
     for engine, live in ((ReplayEngine(STATELESS_SESSION, matcher_named("exact")), initialize(0, "2025-11-25", {})),
                          (ReplayEngine(STATELESS_SESSION), req(0, "initialize", {"capabilities": {}})),
