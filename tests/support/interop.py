@@ -222,13 +222,15 @@ async def _python_step(client: Client, step: dict[str, Any]) -> Any:
     return _dump(result)
 
 
-def mcp_remote(url: str, strategy: str, config: str) -> list[str]:
+def mcp_remote(url: str, strategy: str, config: str, browser: Path | None = None) -> list[str]:
     """The command of mcp-remote bridging stdio to `url` with its transport `strategy`, its OAuth
-    state (tokens, client registrations, locks) kept in the directory `config`."""
+    state (tokens, client registrations, locks) kept in the directory `config`; `browser`: the
+    program it opens an authorization URL with (through `open`'s xdg-open, which runs $BROWSER)."""
     if not MCP_REMOTE.exists():
         raise AssertionError("mcp-remote is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     # the Python SDK passes a server process only a few variables of its own environment
-    return ["env", f"MCP_REMOTE_CONFIG_DIR={config}", node(), str(MCP_REMOTE), url, "--transport", strategy]
+    env = [f"MCP_REMOTE_CONFIG_DIR={config}", *([f"BROWSER={browser}"] if browser else [])]
+    return ["env", *env, node(), str(MCP_REMOTE), url, "--transport", strategy]
 
 
 def _dump(model: Any) -> Any:
