@@ -31,7 +31,9 @@ from tapes.cassette.http_framer import CLIENT_DISCONNECT
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import canonical
 from tapes.replay.polls import is_poll
-from tapes.wire.eras import SERVER_INFO_KEY, STATELESS_ERAS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY
+from tapes.wire.eras import (
+    CACHE_HINTS, SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, SUBJECT_PARAMS, SUBSCRIPTION_ID_KEY,
+)
 from tapes.wire.http import header, media_type
 from tapes.wire.jsonrpc import MessageType, classify, items, plain
 from tapes.wire.pointer import REMOVED, tokens, without
@@ -40,7 +42,6 @@ CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 RESOURCE_NOT_FOUND = "resource not found"  # -32002 before 2026-07-28, -32602 from then on
 NOT_HONORED = "subscription not honored"  # a URI a listen asked for that its acknowledgment left out
 _RESOURCE_NOT_FOUND_CODES = (-32002, -32602)
-_CACHE_HINTS = ("ttlMs", "cacheScope")  # 2026-07-28 caching hints: how long to keep a result, not what it is
 _RETRY_FIELDS = ("inputResponses", "requestState")
 
 # --- noise rules --------------------------------------------------------------------------
@@ -464,9 +465,9 @@ class _Builder:
             return None
         if result.get("resultType") == "complete":
             self.fold('resultType "complete" on results (absent before 2026-07-28)')
-        if any(hint in result for hint in _CACHE_HINTS):
+        if any(hint in result for hint in CACHE_HINTS):
             self.fold("ttlMs / cacheScope caching hints on results (2026-07-28)")
-        result = {k: v for k, v in result.items() if k not in ("resultType", *_CACHE_HINTS)}
+        result = {k: v for k, v in result.items() if k not in STATELESS_RESULT_MEMBERS}
         if step.method == "handshake":
             return self.handshake(result)
         if step.method == "tools/list":

@@ -34,7 +34,7 @@ from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Un
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.wire.eras import (
     CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LOG_LEVELS, SERVER_INFO_KEY,
-    STATELESS_ERAS, SUBSCRIPTION_ID_KEY, VERSIONS,
+    LISTENED_FLAGS, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, SUBSCRIPTION_ID_KEY, VERSIONS,
 )
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (
@@ -168,10 +168,9 @@ class ReplayEngine:
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
         self._not_found: Counter[str] = Counter()  # ... and its requests for what the recorded server did not declare
-        self._handshake_done_taken = 0  # ... and how many unrecorded notifications/initialized it got past
-        # initializes answered from a recorded server/discover: a stateless recording's one engine
-        # serves every live client, and each may send its notifications/initialized
-        self._initialize_from_discover = 0
+        self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
+        self._initialize_from_discover = False  # whether an initialize was answered from a recorded server/discover
+        self._handshake_dones_owed = 0  # ... one notifications/initialized for each such answer
         self._handshakes: list[Interaction] | None = None  # the recorded initialize and server/discover requests, once all indexed
         # With `remember_played` (new episodes splice by it): the seqs of the recorded frames played,
         # client ones matched and server ones sent.
@@ -605,9 +604,11 @@ class ReplayEngine:
     def _initialize_answered_from_discover(self, request: dict[str, Any]) -> Reply | None:
         """An initialize to a recording of the stateless era (server/discover, no initialize): the
         result a server of both eras gives, made of what the recorded discover said (capabilities,
-        server info, instructions), at the client's version when it is one that opens with
+        but none whose notifications came on a subscriptions/listen stream; server info,
+        instructions), at the client's version when it is one that opens with
         initialize, else at the latest that does. Clients that speak only initialize (most of
-        those of 2025) then go on with the recorded requests, whose _meta matching leaves out."""
+        those of 2025) then go on with the recorded requests, whose _meta matching leaves out,
+        and get the recorded results in their era's form (`_in_handshake_era`)."""
         answered = self._recorded_handshake_result()
         asked = params_of(request).get("protocolVersion")
         if (not self._matcher.negotiates_handshake or answered is None or not isinstance(asked, str)  # a server refuses that one
@@ -620,27 +621,31 @@ class ReplayEngine:
         server_info = recorded.get("serverInfo", meta.get(SERVER_INFO_KEY) if type(meta) is dict else None)
         capabilities = recorded.get("capabilities")
         result: dict[str, Any] = {
-            "protocolVersion": version, "capabilities": capabilities if type(capabilities) is dict else {},
+            "protocolVersion": version, "capabilities": _unlistened(capabilities) if type(capabilities) is dict else {},
             "serverInfo": server_info if type(server_info) is dict else {"name": "mcp-tapes replay", "version": "0"},
         }
         if type(recorded.get("instructions")) is str:
             result["instructions"] = recorded["instructions"]
-        self._initialize_from_discover += 1
+        self._initialize_from_discover = True
+        self._handshake_dones_owed += 1
         self._adapted.append(f"initialize id {request['id']!r}: answered at {version} from the recorded "
                              f"{discover.describe()}, as a server of both eras would (the recording has no initialize)")
         return Reply.result(request["id"], result)
 
     def _handshake_done_unrecorded(self, notification: dict[str, Any]) -> bool:
         """A notifications/initialized that the recorded client did not send (a hand-written one
-        may not) is taken as any server takes it, silently, once the handshake was played (once
-        per initialize answered from a stateless recording's server/discover: its one engine serves
-        every live client): noted in the report, not a miss. Matchers that opt out of handshake
-        negotiation opt out of this."""
-        if (notification["method"] != HANDSHAKE_DONE or self._handshake_done_taken >= max(self._initialize_from_discover, 1)
-                or not self._matcher.negotiates_handshake) or not (self._initialize_from_discover or any(
-                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._recorded_handshakes())):
+        may not) is taken as any server takes it, silently, once the handshake was played, or
+        after each initialize answered from a recorded server/discover: noted in the report, not
+        a miss. Matchers that opt out of handshake negotiation opt out of this."""
+        if notification["method"] != HANDSHAKE_DONE or not self._matcher.negotiates_handshake:
             return False
-        self._handshake_done_taken += 1
+        if self._handshake_dones_owed:
+            self._handshake_dones_owed -= 1
+        elif self._handshake_done_taken or not any(
+                interaction.matched and interaction.request["method"] == HANDSHAKE_METHOD for interaction in self._recorded_handshakes()):
+            return False
+        else:
+            self._handshake_done_taken = True
         self._adapted.append(f"{HANDSHAKE_DONE}: taken silently, as any server takes it (the recorded client did not send it)")
         return True
 
@@ -760,6 +765,8 @@ class ReplayEngine:
             new = _restamp_item(item, owner)
             if new is not None and self._client_tasks:
                 new = _with_client_task(new, self._client_tasks)
+            if new is not None and self._initialize_from_discover:
+                new = _in_handshake_era(new)
             changed = changed or new is not item
             if new is not None:
                 out.append(new)
@@ -777,6 +784,25 @@ def _task_id(answer: dict[str, Any]) -> Any:
     task = result.get("task") if isinstance(result, dict) else None
     task_id = task.get("taskId") if isinstance(task, dict) else None
     return task_id if isinstance(task_id, str) else None
+
+
+def _unlistened(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """Recorded 2026-07-28 capabilities for a client that opened with initialize: list changes and
+    resource updates came on subscriptions/listen streams, which such a client never opens, so
+    the replay has none to give it."""
+    return {name: {k: False if k in LISTENED_FLAGS and v is True else v for k, v in value.items()} if type(value) is dict else value
+            for name, value in capabilities.items()}
+
+
+def _in_handshake_era(item: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 result as a server of both eras sends it to a client that opened with
+    initialize: without the members no earlier era has (resultType "complete", caching hints).
+    An input_required result has no such form, and goes as recorded."""
+    result = item.get("result")
+    if type(result) is not dict or result.get("resultType", "complete") != "complete" or not any(
+            member in result for member in STATELESS_RESULT_MEMBERS):
+        return item
+    return {**item, "result": {k: v for k, v in result.items() if k not in STATELESS_RESULT_MEMBERS}}
 
 
 def _with_client_task(item: dict[str, Any], live_tasks: dict[Any, Any]) -> dict[str, Any]:

@@ -16,6 +16,10 @@ DISCOVER_METHOD = "server/discover"  # 2026-07-28: what a server supports; a leg
 STATELESS_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # stateless eras: in every request's _meta
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"  # stateless eras: in the _meta of the server/discover result
 LATEST_HANDSHAKE_VERSION = "2025-11-25"  # the last revision that opens with initialize
+CACHE_HINTS = ("ttlMs", "cacheScope")  # 2026-07-28 caching hints: how long to keep a result, not what it is
+STATELESS_RESULT_MEMBERS = ("resultType", *CACHE_HINTS)  # what a 2026-07-28 result carries that no earlier one does
+LISTENED_FLAGS = ("listChanged", "subscribe")
+"""Capability flags whose notifications come, at 2026-07-28, on a subscriptions/listen stream."""
 
 LONG_LIVED_METHODS = frozenset({"subscriptions/listen"})
 """Requests whose response is a stream that stays open until either side closes it (2026-07-28):

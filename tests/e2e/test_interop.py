@@ -2,9 +2,9 @@
 transport both have, for server-everything and the SDK notes server; each replaying client must
 get exactly what it gets from the live server.
 
-Recording clients: the Python SDK and the TypeScript SDK. Replaying clients: those two, the
-Inspector CLI, mcp-remote (a stdio host's bridge to HTTP) and a strictly sequential raw HTTP
-client (tests/support/interop.py). Each cassette
+Recording clients: the Python SDK (also in its default mode, which records the notes server at
+2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs, mcp-remote (a
+stdio host's bridge to HTTP) and a strictly sequential raw HTTP client (tests/support/interop.py). Each cassette
 is recorded once per module and each live result computed once, so a cell costs one replay.
 """
 
@@ -21,6 +21,7 @@ import pytest
 from tests.support.processes import Process
 from tests.support.interop import (
     HTTP,
+    PROBING_RECORDER,
     RECORDING_CLIENTS,
     SCENARIOS,
     SERVERS,
@@ -42,7 +43,7 @@ CELLS = [
     pytest.param(recorder, replayer, transport, server, id=f"{server}-{transport}-{recorder}-to-{replayer}")
     for server in SERVERS
     for transport in (STDIO, HTTP, SSE)
-    for recorder in RECORDING_CLIENTS
+    for recorder in (*RECORDING_CLIENTS, *((PROBING_RECORDER,) if server == "notes" else ()))
     for replayer in TRANSPORTS
     if transport in TRANSPORTS[replayer]
 ]

@@ -69,6 +69,9 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
 # is tested against an SSE-only replay in test_other_clients)
 REMOTE_STRATEGY = {HTTP: "http-only", SSE: "sse-only"}
 RECORDING_CLIENTS = ("python", "ts", "ts2")
+# The Python SDK in its default mode, probing with server/discover first: against the SDK notes
+# server it records a 2026-07-28 session (no initialize), which clients of initialize must replay too.
+PROBING_RECORDER = "python-probe"
 
 
 def node() -> str:
@@ -159,8 +162,8 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
     """What `client` got running `scenario` over `transport` against `target` (argv or URL).
     `probe`: the Python SDK connects as it does by default, probing with server/discover first
     (else it speaks the initialize handshake, as the other clients do)."""
-    if client == "python":
-        return anyio.run(_python, scenario, transport, target, "auto" if probe else "legacy")
+    if client in ("python", PROBING_RECORDER):
+        return anyio.run(_python, scenario, transport, target, "auto" if probe or client == PROBING_RECORDER else "legacy")
     if client in ("ts", "ts2"):
         return _ts(scenario, transport, target, second=client == "ts2")
     if client in ("inspector", "inspector2"):

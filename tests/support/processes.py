@@ -30,8 +30,9 @@ class Process:
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._lines.put(line.decode(errors="replace"))
+        with self.proc.stderr:  # closed at its end, not left to the collector (a ResourceWarning)
+            for line in self.proc.stderr:
+                self._lines.put(line.decode(errors="replace"))
         self._lines.put(None)
 
     def wait_for(self, pattern: str, timeout: float = TIMEOUT) -> re.Match[str]:
