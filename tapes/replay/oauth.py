@@ -24,9 +24,10 @@ serves them by method and path:
 
 An exchange answered once may be answered again (a client fetches metadata again, retries).
 
-A recording without a flow, whose client presented no credentials either, is of a server that asked
-for none: a client that looks for its OAuth metadata all the same (mcp-remote does, before it
-connects) gets the 404 of a server without any, reported as adapted rather than unmatched.
+A recording in which the server refused nothing for its credentials and served no OAuth metadata,
+and the client presented no credentials either, is of a server that asked for none: a client that
+looks for its OAuth metadata where the recorded one did not (mcp-remote does, before it connects)
+gets the 404 of a server without any, reported as adapted rather than unmatched.
 """
 
 from __future__ import annotations
@@ -303,7 +304,9 @@ class AuthFlow:
         """Why a live request for OAuth metadata gets a 404 although the recording has no such
         request (the report's adapted line): the recorded server asked for no authorization and its
         client presented none. None for any other request, or when the recording shows OAuth."""
-        if self.exchanges or self.credentials or method != "GET" or not is_discovery_path(path):
+        if method != "GET" or not is_discovery_path(path) or self.credentials or any(
+                exchange.refusal or (is_discovery_path(exchange.path) and 200 <= exchange.status < 300)
+                for exchange in self.exchanges):
             return None
         return (f"GET {path}: answered 404, as the recorded server would: it asked for no authorization "
                 "and its client presented none")

@@ -236,6 +236,11 @@ def test_a_server_that_asked_for_no_authorization_has_no_oauth_metadata(path: st
     flow, _ = AuthFlow.split(_unauthorized_session())
     assert flow.unprotected_discovery("GET", path) == (
         f"GET {path}: answered 404, as the recorded server would: it asked for no authorization and its client presented none")
+    # the recorded client looked for some of it too, and got 404: the replay serves that one as recorded
+    probed = _Tape()
+    probed.exchange(RECORDED, "GET", "/.well-known/oauth-authorization-server", [], b"", 404, JSON, b"{}")
+    flow, _ = AuthFlow.split(_unauthorized_session() + [replace(f, channel="http:99") for f in probed.frames])
+    assert flow and flow.unprotected_discovery("GET", path) is not None
 
 
 def test_oauth_metadata_the_recording_lacks_is_unmatched_where_the_server_may_have_had_some() -> None:
