@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tapes.replay.engine import Repeats, ReplayEngine
 from tapes.replay.matching import CallableMatcher, Matcher, matcher_named
@@ -189,6 +191,24 @@ def test_a_client_of_the_stateless_era_gets_the_recorded_results_whole() -> None
     assert send(engine, req(1, "tools/list", MODERN)) == [
         res(1, {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})]
     assert engine.report.clean and engine.report.adapted == []
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                     max_leaves=8)
+_MEMBERS = st.sampled_from(["capabilities", "serverInfo", "instructions", "_meta", "resultType", "ttlMs", "tools", "listChanged"])
+
+
+@given(discovered=st.dictionaries(_MEMBERS, _JSON, max_size=5), listed=st.dictionaries(_MEMBERS, _JSON, max_size=5))
+def test_an_initialize_answered_from_any_recorded_discover_result_is_a_valid_handshake(discovered: dict, listed: dict) -> None:
+    engine = ReplayEngine(recording(("c", req(1, "server/discover", MODERN)), ("s", res(1, discovered)),
+                                    ("c", req(2, "tools/list", MODERN)), ("s", res(2, listed))))
+    [answer] = send(engine, initialize(0, "2025-06-18", {}))
+    result = answer["result"]
+    assert result["protocolVersion"] == "2025-06-18"
+    assert isinstance(result["capabilities"], dict) and isinstance(result["serverInfo"], dict)
+    [listing] = send(engine, req(1, "tools/list"))
+    assert listing["id"] == 1 and isinstance(listing["result"], dict)
 
 
 def test_an_initialize_is_not_made_up_under_exact_matching_nor_without_a_version_nor_from_nothing() -> None:

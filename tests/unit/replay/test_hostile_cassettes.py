@@ -41,7 +41,9 @@ from tests.support.recordings import Recording
 
 EXAMPLES = int(os.environ.get("TAPES_FUZZ_EXAMPLES", "40"))
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
-LIVE = [b'{"jsonrpc":"2.0","id":"live-1","method":"tools/list"}',
+LIVE = [b'{"jsonrpc":"2.0","id":"live-0","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}',
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        b'{"jsonrpc":"2.0","id":"live-1","method":"tools/list"}',
         b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"live-1"}}',
         b'{"jsonrpc":"2.0","id":"live-2","result":{}}', b"not json"]
 
