@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -59,6 +59,8 @@ from tapes.replay.http_rules import (
     recorded_cors,
     recorded_versions,
     replayed_headers,
+    stream_only_paths,
+    stream_only_refusal,
     version_problem,
 )
 from tapes.replay.engine import Repeats
@@ -221,7 +223,9 @@ class HttpReplayer:
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
         self._served_again = 0
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
+        self._adapted: list[str] = []  # requests the recording lacks, answered as its server would have
         self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
+        self._stream_only = stream_only_paths(mcp_frames)
         self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
         # the MCP endpoints; a recording of nothing but a refused login still has its paths
         requests = ([f.info or {} for f in mcp_frames if f.kind is Kind.HTTP_REQUEST]
@@ -251,7 +255,7 @@ class HttpReplayer:
         """The replay summary, one block per live session (named when there are several), then
         the requests no session could take, then the authorization flow's."""
         return (summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
-                + self.auth.report_lines())
+                + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines())
 
     @property
     def clean(self) -> bool:
@@ -261,6 +265,7 @@ class HttpReplayer:
         """The sessions' reports as one."""
         merged = merged_report(self.replays)
         merged.unmatched += self._unrouted + self.auth.misses
+        merged.adapted += self._adapted
         return merged
 
     async def close(self) -> None:
@@ -314,9 +319,15 @@ class HttpReplayer:
             answer = self.auth.answer(request.method, _target(request), list(request.headers.items()), body, origin)
             if answer is not None:
                 return Response(answer.body, answer.status, headers=dict(answer.headers))
+        if (unprotected := self.auth.unprotected_discovery(request.method, path)) is not None:
+            self._adapted.append(unprotected)
+            return _error(404, "Not Found: the recorded server asked for no authorization")
         if path not in self.paths:
             self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
+        if path in self._stream_only and request.method in ("POST", "DELETE"):
+            self._adapted.append(stream_only_refusal(request.method, path))
+            return _error(405, "Method Not Allowed: the recorded server serves its SSE stream here", allow={"GET"})
         if request.method == "HEAD":  # starlette routes it with GET: it must neither open a stream nor end the session
             return _other_method(request)
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
@@ -396,7 +407,7 @@ class HttpReplayer:
             session.engine.note_unmatched(f"GET Last-Event-ID {last_event_id!r}", "no stream sent an event with that id")
             return _error(400, f"Bad Request: Last-Event-ID {last_event_id!r} names no event of this session")
         if "GET" not in session.http_methods:
-            return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session)
+            return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session.http_methods | {"POST"})
         if not session.engine.opens_to("GET", target):
             session.engine.note_unmatched(f"GET {target}", "the recording has no GET with that path and query")
             return _error(404, f"Not Found: the recording has no GET {target}")
@@ -407,7 +418,8 @@ class HttpReplayer:
         reception = session.replay.open("DELETE", _target(request))
         session.perform(reception)
         if reception.channel is None:
-            return _error(405, "Method Not Allowed: the recorded server was not asked to end the session", allow=session)
+            return _error(405, "Method Not Allowed: the recorded server was not asked to end the session",
+                          allow=session.http_methods | {"POST"})
         response = await self._exchange(request, session, Cursor(reception.channel))
         session.deleted = True
         return response
@@ -683,13 +695,13 @@ def _other_method(request: Request, *_: Any) -> Response:
     return _error(405, f"Method Not Allowed: {request.method}")
 
 
-def _error(status: int, message: str, allow: _Session | None = None) -> Response:
+def _error(status: int, message: str, allow: Collection[str] | None = None) -> Response:
     """An HTTP error with a JSON-RPC error body without id, as the SDK servers send them; a 405
-    names the methods `allow` (a session) takes, every one of the transport's without it."""
+    names the methods `allow`ed there, every one of the transport's without it."""
     body = encode({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}})
     headers = {}
     if status == 405:
-        methods = allow.http_methods | {"POST"} if allow is not None else {"GET", "POST", "DELETE"}
+        methods = allow if allow is not None else {"GET", "POST", "DELETE"}
         headers["Allow"] = ", ".join(m for m in ("GET", "POST", "DELETE") if m in methods)
     return Response(body, status, headers=headers, media_type="application/json")
 

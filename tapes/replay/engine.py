@@ -33,8 +33,8 @@ from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.wire.eras import (
-    CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LOG_LEVELS, SERVER_INFO_KEY,
-    LISTENED_FLAGS, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, SUBSCRIPTION_ID_KEY, VERSIONS,
+    CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LISTENED_FLAGS, LOG_LEVELS,
+    SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, SUBSCRIPTION_ID_KEY, VERSIONS,
 )
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (

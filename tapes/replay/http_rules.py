@@ -1,7 +1,8 @@
 """The HTTP rules the replayer enforces or rewrites, sans-IO: Origin validation, the
 `MCP-Protocol-Version` check, the 2026-07-28 standard request headers (`Mcp-Method`, `Mcp-Name`,
 `Mcp-Param-*`) checked against the body, which recorded response headers are replayed, the answer
-to a browser's CORS preflight, and the legacy (2024-11-05) `endpoint` event pointed at the replayer.
+to a browser's CORS preflight, the legacy (2024-11-05) `endpoint` event pointed at the replayer, and
+the 405 at a legacy SSE path that makes a Streamable HTTP client fall back to it.
 """
 
 from __future__ import annotations
@@ -74,6 +75,30 @@ def batch_problem(message: Any, version: str | None, recorded_batches: bool) -> 
     if not isinstance(message, list) or version is None or version in BATCH_ERAS or recorded_batches:
         return None
     return f"Invalid Request: JSON-RPC batches are not part of protocol version {version!r}"
+
+
+def stream_only_paths(frames: Iterable[Frame]) -> set[str]:
+    """The paths where a legacy (2024-11-05) HTTP+SSE recording opened its SSE stream (the one that
+    announced the `endpoint`) and never posted to. A client that tries Streamable HTTP first
+    posts its initialize there, and falls back to the SSE stream on the 4xx a legacy server gives
+    (the spec's backwards compatibility; some clients, as mcp-remote, only on a 404 or 405)."""
+    paths: dict[str, str] = {}
+    posted = set()
+    streams = set()
+    for frame in frames:
+        if frame.kind is Kind.HTTP_REQUEST:
+            paths[frame.channel] = path = (frame.info or {}).get("path", "/").split("?", 1)[0]
+            if (frame.info or {}).get("method") == "POST":
+                posted.add(path)
+        elif frame.kind is Kind.SSE_EVENT and (frame.info or {}).get("event") == "endpoint" and frame.channel in paths:
+            streams.add(paths[frame.channel])
+    return streams - posted
+
+
+def stream_only_refusal(method: str, path: str) -> str:
+    """The report's adapted line for a request other than GET at one of the `stream_only_paths`, answered 405."""
+    return (f"{method} {path}: answered 405 (GET only), as the recorded legacy HTTP+SSE server would: "
+            "it took messages at its endpoint only")
 
 
 def recorded_versions(frames: Iterable[Frame]) -> set[str]:

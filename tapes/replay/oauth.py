@@ -23,6 +23,11 @@ serves them by method and path:
   match (S256) the `code_challenge` sent to the `/authorize` that issued the code.
 
 An exchange answered once may be answered again (a client fetches metadata again, retries).
+
+A recording in which the server refused nothing for its credentials and served no OAuth metadata,
+and the client presented no credentials either, is of a server that asked for none: a client that
+looks for its OAuth metadata where the recorded one did not (mcp-remote does, before it connects)
+gets the 404 of a server without any, reported as adapted rather than unmatched.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from tapes.wire.oauth import (
     ProxyRoutes,
     body_fields,
     differing_fields,
+    is_discovery_path,
     loopback_aliases,
     mentions,
     query_fields,
@@ -177,8 +183,9 @@ class AuthFlow:
     """The recorded flow's exchanges, served to a live client (see the module's doc)."""
 
     def __init__(self, exchanges: list[AuthExchange], mcp: set[str], recorded_origin: str | None,
-                 servers: Sequence[str] = (), mcp_origins: Sequence[str] = ()) -> None:
+                 servers: Sequence[str] = (), mcp_origins: Sequence[str] = (), credentials: bool = False) -> None:
         self.exchanges = exchanges
+        self.credentials = credentials  # the recorded client sent an Authorization header somewhere
         self.mcp_paths = mcp
         self.recorded_origin = recorded_origin
         # the other origins a forward proxy's recording went to, routed as the reverse proxy would have
@@ -225,7 +232,9 @@ class AuthFlow:
             if exchange.origin is not None:
                 routes.add(exchange.origin)
         rest = [frame for frame in frames if frame.channel not in flow_channels]
-        return cls(list(flow_channels.values()), mcp, recorded_origin, routes.servers, mcp_origins), rest
+        credentials = any(frame.kind is Kind.HTTP_REQUEST and header((frame.info or {}).get("headers"), "authorization")
+                          for frame in frames)
+        return cls(list(flow_channels.values()), mcp, recorded_origin, routes.servers, mcp_origins, credentials), rest
 
     def __bool__(self) -> bool:
         return bool(self.exchanges)
@@ -290,6 +299,17 @@ class AuthFlow:
         problem = differences[0] if differences else "no recorded exchange matches"
         self.misses.append(Unmatched(f"{method} {path}", problem))
         return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({problem})")
+
+    def unprotected_discovery(self, method: str, path: str) -> str | None:
+        """Why a live request for OAuth metadata gets a 404 although the recording has no such
+        request (the report's adapted line): the recorded server asked for no authorization and its
+        client presented none. None for any other request, or when the recording shows OAuth."""
+        if method != "GET" or not is_discovery_path(path) or self.credentials or any(
+                exchange.refusal or (is_discovery_path(exchange.path) and 200 <= exchange.status < 300)
+                for exchange in self.exchanges):
+            return None
+        return (f"GET {path}: answered 404, as the recorded server would: it asked for no authorization "
+                "and its client presented none")
 
     def report_lines(self) -> list[str]:
         if not self.exchanges:

@@ -34,6 +34,11 @@ FRESH_FIELDS = frozenset({
 
 FORM = "application/x-www-form-urlencoded"
 
+# The documents a client reads to learn how a server is protected (RFC 9728, RFC 8414, OpenID
+# Connect Discovery), each at /.well-known/NAME, with the resource's or issuer's path inserted
+# after it or (OpenID Connect's) appended before it.
+DISCOVERY_DOCUMENTS = ("oauth-protected-resource", "oauth-authorization-server", "openid-configuration")
+
 
 def is_form(content_type: str | None) -> bool:
     return media_type(content_type) == FORM
@@ -347,3 +352,12 @@ class ProxyRoutes:
     def described(self) -> str:
         """The rewriting as the cassette's `rewritten` label notes it (the upstream, not its aliases)."""
         return "; ".join(f"{old} -> {new}" for old, new in self._moved())
+
+
+def is_discovery_path(path: str) -> bool:
+    """Whether `path` is where a client looks for one of the DISCOVERY_DOCUMENTS."""
+    for name in DISCOVERY_DOCUMENTS:
+        well_known = f"/.well-known/{name}"
+        if path == well_known or path.startswith(well_known + "/") or path.endswith(well_known):
+            return True
+    return False

@@ -3,8 +3,9 @@ transport both have, for server-everything and the SDK notes server; each replay
 get exactly what it gets from the live server.
 
 Recording clients: the Python SDK (also in its default mode, which records the notes server at
-2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs, the Python
-SDK's 1.x line, fastmcp's client and a strictly sequential raw HTTP client (tests/support/interop.py). Each cassette
+2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs, mcp-remote (a
+stdio host's bridge to HTTP), the Python SDK's 1.x line, fastmcp's client and a strictly
+sequential raw HTTP client (tests/support/interop.py). Each cassette
 is recorded once per module and each live result computed once, so a cell costs one replay.
 """
 
@@ -20,12 +21,12 @@ import pytest
 
 from tests.support.processes import Process
 from tests.support.interop import (
-    SPOT_CHECK_RECORDERS,
     HTTP,
     PROBING_RECORDER,
     RECORDING_CLIENTS,
     SCENARIOS,
     SERVERS,
+    SPOT_CHECK_RECORDERS,
     SSE,
     STDIO,
     TAPES,
@@ -35,6 +36,7 @@ from tests.support.interop import (
     record,
     replay,
     run_client,
+    served_again,
 )
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
@@ -100,10 +102,7 @@ def test_replay_gives_each_client_what_the_live_server_gives_it(
     cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
 ) -> None:
     tape = cassette(recorder, transport, server)
-    # The Inspector runs each step in a session of its own; over HTTP every one after the first
-    # finds the recorded session used, and is served it again from its start.
-    options = ["--repeats", "allow"] if replayer.startswith("inspector") and transport != STDIO else []
-    replayed = replay(replayer, server, transport, tape, *options)
+    replayed = replay(replayer, server, transport, tape, *served_again(replayer, transport))
 
     assert replayed.result == baseline(replayer, transport, server)
     if transport == STDIO:
@@ -130,4 +129,21 @@ def test_the_ts_client_replays_a_session_whose_recorded_client_opened_its_get_st
 
     replayed = replay("ts", "notes", HTTP, tape)
     assert replayed.result == baseline("ts", HTTP, "notes")
+    assert replayed.exit_code == 0, replayed.summary
+
+
+
+@pytest.mark.parametrize("transport", [HTTP, SSE])
+def test_a_session_mcp_remote_recorded_replays_to_it_with_the_default_options(
+    transport: str, cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
+) -> None:
+    """mcp-remote as the recording client: the cassette holds the sessions it opens before its
+    host's (see `served_again`), so the replay needs no --repeats to serve it again.
+
+    A client other than mcp-remote that replays it gets the first of those, which ends at its
+    handshake: sessions whose openings match the live one equally are taken in recorded order
+    (a known limit, noted in the README)."""
+    tape = cassette("remote", transport, "notes")
+    replayed = replay("remote", "notes", transport, tape)
+    assert replayed.result == baseline("remote", transport, "notes")
     assert replayed.exit_code == 0, replayed.summary

@@ -18,7 +18,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
-from tests.support.interop import HTTP, SSE, STDIO, replay, stable
+from tests.support.interop import HTTP, SSE, STDIO, replay, served_again, stable
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
@@ -48,9 +48,8 @@ def recorded_tools(path: Path) -> Any:
 @pytest.mark.parametrize(("transport", "name", "client"), CELLS)
 def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str, name: str, client: str, tmp_path: Path) -> None:
     cassette = CASSETTES / f"{name}.tape"
-    # the Inspector runs each step in a session of its own: over HTTP the second finds the recorded session used
-    options = ["--repeats", "allow"] if client.startswith("inspector") and transport != STDIO else []
-    replayed = replay(client, "tools", transport, cassette, *options, probe=True, report=tmp_path / "report.json")
+    replayed = replay(client, "tools", transport, cassette, *served_again(client, transport), probe=True,
+                      report=tmp_path / "report.json")
 
     [step] = replayed.result["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))
@@ -132,3 +131,25 @@ def test_a_stateless_era_cassette_serves_every_client(transport: str, name: str,
     assert len(from_discover) == (0 if transport in PROBING.get(client, ()) else 1), adapted
 
 
+@pytest.mark.parametrize(("name", "transport", "strategy"), [
+    ("everything-http-2025-11-25", HTTP, "http-only"),
+    ("everything-http-2025-11-25", HTTP, "http-first"),
+    ("everything-sse-2024-11-05", SSE, "sse-only"),
+    ("everything-sse-2024-11-05", SSE, "http-first"),  # its default: Streamable HTTP, then SSE on a 404 or 405
+    ("feed-http-2026-07-28", HTTP, "http-first"),  # stateless: its initialize answered from server/discover
+])
+def test_mcp_remote_bridges_a_stdio_host_to_an_http_replay(name: str, transport: str, strategy: str) -> None:
+    """A host that speaks only stdio reaches `tapes replay --http` through mcp-remote, which looks
+    for OAuth metadata and opens sessions of its own before its host's (see `served_again`): the
+    host gets the recorded tools, with nothing unmatched."""
+    cassette = CASSETTES / f"{name}.tape"
+    replayed = replay(f"remote:{strategy}", "tools", transport, cassette, *served_again("remote", transport))
+
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    assert replayed.exit_code == 0, replayed.summary
+    # the recorded server asked for no authorization: mcp-remote's search for its metadata is no miss
+    assert "adapted GET /.well-known/oauth-authorization-server: answered 404" in replayed.summary
+    # a Streamable HTTP try at a legacy server's SSE path gets the 405 it falls back on
+    fell_back = "adapted POST /sse: answered 405 (GET only)" in replayed.summary
+    assert fell_back == (transport == SSE and strategy == "http-first"), replayed.summary

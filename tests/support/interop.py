@@ -12,6 +12,10 @@ the matrix compares that with what the same client gets from the live server.
 - "ts2":       the same script on the TypeScript SDK's 2.x line (`@modelcontextprotocol/client`)
 - "inspector": the MCP Inspector CLI, one process per step (it runs one method per invocation)
 - "inspector2": the same from the Inspector's 2.x line, built on the TypeScript SDK's 2.x client
+- "remote":    mcp-remote, the stdio-to-HTTP bridge of hosts that speak only stdio (Claude Desktop),
+               with the Python SDK's `Client` in front of it as the host; its own TypeScript SDK
+               client (bundled) speaks Streamable HTTP or SSE to the server (`--transport http-only`,
+               `sse-only`)
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
                its GET stream only after its `initialized` notification was accepted
 - "python1":   the Python SDK's 1.x line (`mcp` 1.30 `ClientSession`; tests/peers/py1_client.py, run
@@ -54,6 +58,7 @@ INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-
 TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
+MCP_REMOTE = PEERS / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
 # The Python SDK's 1.x line, in a venv of its own (.ci/run makes it)
 PYTHON1 = PEERS / ".venv-mcp1" / "bin" / "python"
 
@@ -64,10 +69,14 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "ts2": (STDIO, HTTP, SSE),
     "inspector": (STDIO, HTTP, SSE),
     "inspector2": (STDIO, HTTP, SSE),
+    "remote": (HTTP, SSE),  # a bridge from stdio to a remote server: HTTP is what it reaches
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
     "python1": (STDIO, HTTP, SSE),
     "fastmcp": (STDIO, HTTP, SSE),
 }
+# mcp-remote's --transport for each: the one transport, no fallback (`http-first`, its default,
+# is tested against an SSE-only replay in test_other_clients)
+REMOTE_STRATEGY = {HTTP: "http-only", SSE: "sse-only"}
 RECORDING_CLIENTS = ("python", "ts", "ts2")
 # Recording clients spot-checked, their cassettes replayed to a few clients only to keep the matrix
 # short: the Python SDK's 1.x line (its requests count from id 0), to the SDKs' current lines.
@@ -182,6 +191,11 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
         return _python1(scenario, transport, target)
     if client == "fastmcp":
         return anyio.run(_fastmcp, scenario, transport, target, "auto" if probe else "legacy")
+    if client.startswith("remote"):  # "remote:STRATEGY" picks mcp-remote's --transport
+        assert isinstance(target, str)
+        strategy = client.partition(":")[2] or REMOTE_STRATEGY[transport]
+        with tempfile.TemporaryDirectory() as config:
+            return run_client("python", scenario, STDIO, mcp_remote(target, strategy, config))
     assert client == "raw" and transport == HTTP and isinstance(target, str)
     return RawClient(target).run(SCENARIOS[scenario])
 
@@ -232,6 +246,17 @@ async def _python_step(client: Client, step: dict[str, Any]) -> Any:
         assert method == "prompts/get", method
         result = await client.get_prompt(step["name"], step["arguments"])
     return _dump(result)
+
+
+def mcp_remote(url: str, strategy: str, config: str, browser: Path | None = None) -> list[str]:
+    """The command of mcp-remote bridging stdio to `url` with its transport `strategy`, its OAuth
+    state (tokens, client registrations, locks) kept in the directory `config`; `browser`: the
+    program it opens an authorization URL with (through `open`'s xdg-open, which runs $BROWSER)."""
+    if not MCP_REMOTE.exists():
+        raise AssertionError("mcp-remote is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
+    # the Python SDK passes a server process only a few variables of its own environment
+    env = [f"MCP_REMOTE_CONFIG_DIR={config}", *([f"BROWSER={browser}"] if browser else [])]
+    return ["env", *env, node(), str(MCP_REMOTE), url, "--transport", strategy]
 
 
 def _dump(model: Any) -> Any:
@@ -498,6 +523,16 @@ def record(client: str, scenario: str, transport: str, live: LiveServers, server
         return run_client(client, scenario, transport, banner[1])
     finally:
         assert recorder.stop(signal.SIGINT) == 0, recorder.rest_of_stderr()
+
+
+def served_again(client: str, transport: str) -> list[str]:
+    """The replay options a client needs that opens more sessions than the recorded client did:
+    over HTTP the Inspector runs each step in a session of its own, and mcp-remote opens sessions
+    before its host's (over Streamable HTTP a throwaway one that tests the connection; over
+    legacy SSE each GET that looks for an auth challenge opens one). Each after the first finds
+    the recorded session used, and is served it again from its start."""
+    repeating = client.startswith(("inspector", "remote"))
+    return ["--repeats", "allow"] if repeating and transport != STDIO else []
 
 
 @dataclass

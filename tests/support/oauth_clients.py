@@ -1,7 +1,9 @@
 """The official SDKs' OAuth clients run headless. Python: `mcp.client.auth.OAuthClientProvider`,
 whose redirect handler reads the /authorize redirect with an HTTP client instead of a browser and
 hands the code and state it carried to its callback handler. TypeScript: tests/peers/
-ts_oauth_client.mjs, the same with the SDK's OAuthClientProvider interface."""
+ts_oauth_client.mjs, the same with the SDK's OAuthClientProvider interface. mcp-remote: as its
+users run it, opening a browser, here a program (`BROWSER`) that follows the /authorize redirect
+to mcp-remote's own callback server."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import json
 import shutil
 import ssl
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,13 +20,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from tests.support.interop import mcp_remote
 from tests.support.paths import PEERS
+from tests.support.processes import TIMEOUT
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"  # never reached: the redirect handler reads the Location
 CLIENT_DOCUMENT = "https://client.example/tapes/oauth-client.json"  # a client ID metadata document's URL
@@ -138,3 +144,38 @@ def ts_oauth_session(url: str) -> dict[str, Any]:
     done = subprocess.run([node, str(PEERS / "ts_oauth_client.mjs"), url], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+# The user's browser for mcp-remote: it opens the authorization URL, which the test server approves
+# at once, and follows the redirect to mcp-remote's callback server, as a browser would.
+_BROWSER = """
+import sys, httpx
+authorization = httpx.get(sys.argv[1])
+assert authorization.status_code in (302, 303, 307), authorization
+with open(sys.argv[0] + ".redirects", "a") as redirects:
+    print(authorization.headers["location"], file=redirects)
+httpx.get(authorization.headers["location"]).raise_for_status()
+"""
+
+
+async def _mcp_remote_session(url: str, config: Path, browser: Path) -> list[Any]:
+    server = mcp_remote(url, "http-first", str(config), browser)
+    with anyio.fail_after(TIMEOUT * 3):
+        async with Client(StdioServerParameters(command=server[0], args=server[1:]), mode="legacy") as client:
+            calls = [await client.call_tool("echo", {"text": "hello through OAuth"}), await client.call_tool("whoami", {})]
+            tools = await client.list_tools()
+    return [sorted(tool.name for tool in tools.tools), *([c.model_dump(mode="json") for c in call.content] for call in calls)]
+
+
+def mcp_remote_session(url: str) -> dict[str, Any]:
+    """mcp-remote logging in to `url` from scratch (its own discovery, registration and login
+    through the browser) and making the calls of `oauth_session` for the Python SDK's client in
+    front of it: {"results": [...], "redirects": [the /authorize redirects], "tokens": {what it stored}}."""
+    with tempfile.TemporaryDirectory() as home:
+        browser = Path(home) / "browser"
+        browser.write_text(f"#!{sys.executable}\n{_BROWSER}")
+        browser.chmod(0o755)
+        results = anyio.run(_mcp_remote_session, url, Path(home) / "config", browser)
+        [tokens] = (Path(home) / "config").rglob("*_tokens.json")
+        return {"results": results, "redirects": Path(f"{browser}.redirects").read_text().split(),
+                "tokens": json.loads(tokens.read_text())}

@@ -36,6 +36,7 @@ from tests.support.oauth_clients import (
     REDIRECT_URI,
     OAuthSession,
     machine_session,
+    mcp_remote_session,
     oauth_session,
     ts_oauth_session,
 )
@@ -224,6 +225,27 @@ def test_the_typescript_client_records_and_replays_the_flow(issuer: str, upstrea
     written = cassette.read_bytes().decode("latin-1")
     for secret in ("accessToken", "refreshToken", "clientSecret", "code"):
         assert live[secret] not in written and replayed[secret].startswith("<redacted:"), secret
+
+
+@pytest.mark.parametrize("issuer", list(ISSUERS))
+def test_mcp_remote_records_and_replays_the_flow(issuer: str, tmp_path: Path) -> None:
+    """mcp-remote, the bridge of hosts that speak only stdio, logs in through the recorder with
+    its own discovery, registration and browser login, and again against the replay, offline,
+    from scratch (a fresh config directory): the same results, every recorded exchange served."""
+    cassette = tmp_path / "mcp-remote.tape"
+    live = _record(cassette, ISSUERS[issuer], mcp_remote_session)
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+    replayed = mcp_remote_session(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
+    replayer.stop(signal.SIGINT)
+    stderr = replayer.rest_of_stderr()
+
+    assert replayed["results"] == live["results"] and live["results"][2][0]["text"] == "scopes=notes"
+    assert replayer.proc.returncode == 0, stderr
+    assert re.search(r"authorization flow: served (\d+) of \1 recorded exchanges, 0 unmatched", stderr), stderr
+    assert len(live["redirects"]) == len(replayed["redirects"]) == 1  # one browser login each
+    written = cassette.read_bytes().decode("latin-1")
+    for secret in ("access_token", "refresh_token"):
+        assert live["tokens"][secret] not in written and replayed["tokens"][secret].startswith("<redacted:"), secret
 
 
 def test_a_scope_step_up_replays_as_recorded(tmp_path: Path) -> None:

@@ -114,13 +114,16 @@ def test_requests_are_matched_by_method_path_and_query(recorded: Callable[..., P
     cassette = recorded(("paths", [add_note("p")]))
     replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
     base = replayer.url.removesuffix("/mcp")
+    assert httpx.get(f"{base}/elsewhere").status_code == 404
+    # the recorded server asked for no authorization: looking for its OAuth metadata is no miss
     assert httpx.get(f"{base}/.well-known/oauth-authorization-server").status_code == 404
     client = RawClient(replayer.url, "paths")
     client.open()
     assert httpx.get(f"{replayer.url}?stream=other", headers=client.headers()).status_code == 404
     code, summary = replayer.stop()
     assert code == 1
-    assert "unmatched GET /.well-known/oauth-authorization-server: the recording has no request to that path" in summary
+    assert "unmatched GET /elsewhere: the recording has no request to that path" in summary
+    assert "adapted GET /.well-known/oauth-authorization-server: answered 404" in summary
     assert "unmatched GET /mcp?stream=other: the recording has no GET with that path and query" in summary
 
 

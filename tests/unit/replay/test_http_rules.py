@@ -17,8 +17,11 @@ from tapes.replay.http_rules import (
     preflight_headers,
     recorded_cors,
     replayed_headers,
+    stream_only_paths,
     version_problem,
 )
+from tapes.cassette.http_framer import CLOSED, HttpFramer
+from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.wire.http import moved_to_origin
 
 from tests.support.messages import req
@@ -114,3 +117,24 @@ def test_a_batch_is_refused_at_a_version_without_batches_unless_the_recorded_cli
     assert batch_problem(batch, None, False) is None  # no version said: judged by what it holds
     assert batch_problem(batch, "2026-07-28", True) is None  # the recorded server took batches: so does its replay
     assert batch_problem(req(1, "tools/list"), "2026-07-28", False) is None
+
+
+def test_a_legacy_sse_path_never_posted_to_takes_get_only() -> None:
+    """A client that tries Streamable HTTP first (mcp-remote's default) posts to the SSE URL and
+    falls back to SSE on a 404 or 405; a POST there is what the recording has none of."""
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    stream = [("Content-Type", "text/event-stream")]
+    frames = [*framer.request(0.0, 1, "GET", "/sse", [], b""),
+              *framer.response(0.0, 1, 200, stream, None),
+              *framer.chunk(0.0, 1, b"event: endpoint\ndata: /message?sessionId=a\n\n"),
+              *framer.request(0.0, 2, "POST", "/message?sessionId=a", [], b"{}"),
+              *framer.response(0.0, 2, 202, [], b""),
+              *framer.end(0.0, 2, CLOSED)]
+    assert stream_only_paths(frames) == {"/sse"}
+    # a server that serves both transports at one path took POSTs there
+    both = [*frames, *framer.request(0.0, 3, "POST", "/sse", [], b"{}"), *framer.response(0.0, 3, 200, [], b"{}")]
+    assert stream_only_paths(both) == set()
+    # a Streamable HTTP GET stream announces no endpoint
+    streamable = [*framer.request(0.0, 4, "GET", "/mcp", [], b""), *framer.response(0.0, 4, 200, stream, None),
+                  *framer.chunk(0.0, 4, b"event: message\ndata: {}\n\n")]
+    assert stream_only_paths(streamable) == set()

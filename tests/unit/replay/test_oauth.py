@@ -9,6 +9,8 @@ import json
 from dataclasses import replace
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import pytest
+
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.http_framer import CLOSED, HttpFramer
 from tapes.cassette.redact import RedactionRules, Redactor
@@ -217,3 +219,36 @@ def test_a_host_that_makes_no_origin_is_no_origin() -> None:
         frames += framer.end(0.0, number, CLOSED)
     flow, rest = AuthFlow.split(frames)
     assert (flow.mcp_origins, rest) == ([], frames)
+
+
+def _unauthorized_session(*headers: tuple[str, str]) -> list[Frame]:
+    tape = _Tape()
+    tape.exchange(RECORDED, "POST", "/mcp", [*JSON, *headers], INITIALIZE, 200, JSON, b'{"jsonrpc":"2.0","id":1,"result":{}}')
+    return tape.frames
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource",
+                                  "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration/mcp",
+                                  "/mcp/.well-known/openid-configuration"])
+def test_a_server_that_asked_for_no_authorization_has_no_oauth_metadata(path: str) -> None:
+    """mcp-remote looks for OAuth metadata before it connects, whatever the server: a recording
+    without a flow, whose client presented no token, is of a server that answers that with 404."""
+    flow, _ = AuthFlow.split(_unauthorized_session())
+    assert flow.unprotected_discovery("GET", path) == (
+        f"GET {path}: answered 404, as the recorded server would: it asked for no authorization and its client presented none")
+    # the recorded client looked for some of it too, and got 404: the replay serves that one as recorded
+    probed = _Tape()
+    probed.exchange(RECORDED, "GET", "/.well-known/oauth-authorization-server", [], b"", 404, JSON, b"{}")
+    flow, _ = AuthFlow.split(_unauthorized_session() + [replace(f, channel="http:99") for f in probed.frames])
+    assert flow and flow.unprotected_discovery("GET", path) is not None
+
+
+def test_oauth_metadata_the_recording_lacks_is_unmatched_where_the_server_may_have_had_some() -> None:
+    """A flow, or a client that came with a token of its own: the server speaks OAuth, the replay cannot say what it had."""
+    for frames in (_recording(), _unauthorized_session(("Authorization", "Bearer t"))):
+        flow, _ = AuthFlow.split(frames)
+        assert flow.unprotected_discovery("GET", "/.well-known/openid-configuration") is None
+    flow, _ = AuthFlow.split(_unauthorized_session())
+    assert flow.unprotected_discovery("POST", "/.well-known/oauth-authorization-server") is None
+    assert flow.unprotected_discovery("GET", "/.well-known/other") is None
+    assert flow.unprotected_discovery("GET", "/mcp") is None
