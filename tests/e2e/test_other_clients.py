@@ -1,8 +1,8 @@
 """A cassette serves clients other than the one that recorded it. The committed cassettes were
 recorded by one SDK at one protocol version; today's clients ask for another version, declare other
-capabilities, and the Python SDK (2.x) and fastmcp first probe with server/discover (2026-07-28). A replay answers
-them as the recorded server would have: its handshake with the version it chose, Method not found
-to the probe. Each client must get the recorded tools, with nothing unmatched."""
+capabilities, and the Python SDK (2.x) and fastmcp first probe with server/discover (2026-07-28).
+A replay answers them as the recorded server would have: its handshake with the version it chose,
+Method not found to the probe. Each client must get the recorded tools, with nothing unmatched."""
 
 from __future__ import annotations
 

@@ -43,10 +43,10 @@ from typing import Any
 
 import anyio
 import httpx
-from mcp import Client, StdioServerParameters
-from mcp.client.sse import sse_client
 from fastmcp import Client as FastMCPClient
 from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from tests.support.paths import EVERYTHING_JS, PEERS, SERVERS, TAPES
@@ -282,7 +282,7 @@ def _python1(scenario: str, transport: str, target: list[str] | str) -> dict[str
 
 async def _fastmcp(scenario: str, transport: str, target: list[str] | str, mode: str) -> dict[str, Any]:
     """fastmcp's `Client`, through its high-level calls (lists of every page, parsed tool results);
-    `mode` as for the Python SDK (fastmcp speaks legacy SSE in the initialize era whatever it is)."""
+    `mode` as for the Python SDK (on legacy SSE fastmcp initializes, whatever the mode)."""
     if transport == STDIO:
         assert isinstance(target, list)
         # closed with the session, so a replay's report is there once the client is done (by
