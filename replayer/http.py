@@ -67,7 +67,7 @@ from tapes.replay.engine import Repeats
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.oauth import AuthFlow
-from tapes.replay.sessions import RecordedSession, split_sessions
+from tapes.replay.sessions import RecordedSession, only_opened, split_sessions
 from tapes.replay.streams import (
     MALFORMED_EVENT,
     ChannelLog,
@@ -449,8 +449,9 @@ class HttpReplayer:
 
     def _open_session(self, method: str, opening: dict[str, Any] | None) -> _Session | Response | None:
         """The recorded session a new live session plays: an unclaimed one whose opening request
-        matches the live one (equal params first, then by the matcher; recorded order breaks
-        ties), else the first unclaimed one opened the same way (its engine names what differed).
+        matches the live one (equal params first, then by the matcher, a session that did more
+        than open before one that did not; recorded order breaks ties), else the first unclaimed
+        one opened the same way (its engine names what differed).
         When all of them are taken: under --repeats allow a fresh copy of the best one, served
         from its start; otherwise an error naming it, counted as unmatched. None: no recorded
         session opens this way."""
@@ -458,8 +459,10 @@ class HttpReplayer:
         recorded = [s for s in self._originals if s.recorded_id and s.opening_method == method]
         if opening is not None:
             exact = [s for s in recorded if s.opens_like(opening, control, exactly=True)]
-            matching = exact + [s for s in recorded if s not in exact and s.opens_like(opening, control)]
-            pool = matching or recorded
+            # past the exact ones, a session that did more than open goes first (see `only_opened`)
+            matching = exact + sorted((s for s in recorded if s not in exact and s.opens_like(opening, control)),
+                                      key=lambda s: only_opened(s.rpc_methods))
+            pool = matching or sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
         else:
             pool = recorded
         if not pool:

@@ -9,20 +9,31 @@ session with id None.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
+
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
+from tapes.wire.eras import HANDSHAKE_DONE, HANDSHAKE_METHOD
 from tapes.wire.http import header, legacy_session_id
 
 SESSION_HEADER = "mcp-session-id"
+# What a client sends to open a session and check it is alive; None stands for its answers.
+_OPENING_METHODS = frozenset({HANDSHAKE_METHOD, HANDSHAKE_DONE, "ping", None})
 
 
 @dataclass(frozen=True)
 class RecordedSession:
     session_id: str | None
     frames: list[Frame]
+
+
+def only_opened(client_methods: Collection[str | None]) -> bool:
+    """Whether a recorded session's client, by the methods it sent, only opened it: a session that
+    checked the connection, as mcp-remote opens one before its host's. A live client whose opening
+    equals no recorded one exactly is led to a session that did more first."""
+    return _OPENING_METHODS.issuperset(client_methods)
 
 
 def _channel_sessions(frames: Sequence[Frame]) -> dict[str, str]:
