@@ -460,9 +460,9 @@ class HttpReplayer:
         if opening is not None:
             exact = [s for s in recorded if s.opens_like(opening, control, exactly=True)]
             # past the exact ones, a session that did more than open goes first (see `only_opened`)
-            matching = exact + sorted((s for s in recorded if s not in exact and s.opens_like(opening, control)),
-                                      key=lambda s: only_opened(s.rpc_methods))
-            pool = matching or sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
+            worked_first = sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
+            matching = exact + [s for s in worked_first if s not in exact and s.opens_like(opening, control)]
+            pool = matching or worked_first
         else:
             pool = recorded
         if not pool:
