@@ -141,6 +141,11 @@ class _Session:
         self._copies = 0  # exchanges answered again under --repeats allow
         self.perform(self.replay.start())
 
+    @property
+    def allowed_methods(self) -> set[str]:
+        """The HTTP methods a 405 names for this session: those its recorded client used, and POST."""
+        return self.http_methods | {"POST"}
+
     def opens_like(self, message: Any, control: ReplayControl, exactly: bool = False) -> bool:
         """Whether the live opening request `message` matches the recorded one (by the matcher;
         `exactly`: equal params but for `_meta`, the client's self-description included)."""
@@ -407,7 +412,7 @@ class HttpReplayer:
             session.engine.note_unmatched(f"GET Last-Event-ID {last_event_id!r}", "no stream sent an event with that id")
             return _error(400, f"Bad Request: Last-Event-ID {last_event_id!r} names no event of this session")
         if "GET" not in session.http_methods:
-            return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session.http_methods | {"POST"})
+            return _error(405, "Method Not Allowed: the recorded server had no GET stream", allow=session.allowed_methods)
         if not session.engine.opens_to("GET", target):
             session.engine.note_unmatched(f"GET {target}", "the recording has no GET with that path and query")
             return _error(404, f"Not Found: the recording has no GET {target}")
@@ -419,7 +424,7 @@ class HttpReplayer:
         session.perform(reception)
         if reception.channel is None:
             return _error(405, "Method Not Allowed: the recorded server was not asked to end the session",
-                          allow=session.http_methods | {"POST"})
+                          allow=session.allowed_methods)
         response = await self._exchange(request, session, Cursor(reception.channel))
         session.deleted = True
         return response
