@@ -44,14 +44,6 @@ async def connected(kind: str, target: list[str]) -> AsyncIterator[ClientSession
         yield session
 
 
-def stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: stable(value[k]) for k in sorted(value) if k != "_meta"}
-    if isinstance(value, list):
-        return [stable(v) for v in value]
-    return value
-
-
 def dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -94,7 +86,7 @@ async def main(scenario: str, kind: str, target: list[str]) -> None:
             out["session"] = {"server": dump(init.serverInfo), "capabilities": dump(init.capabilities)}
             for step in steps:
                 out["steps"].append({"method": step["method"], "result": await run(session, step)})
-    print(json.dumps(stable(out)))
+    print(json.dumps(out))  # made stable (no _meta, keys sorted) by the caller, tests/support/interop.py
 
 
 if __name__ == "__main__":

@@ -277,7 +277,7 @@ def _python1(scenario: str, transport: str, target: list[str] | str) -> dict[str
     done = subprocess.run([python1(), str(PEERS / "py1_client.py"), scenario, transport, *where],
                           capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"the Python SDK 1.x client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
-    return json.loads(done.stdout)
+    return stable(json.loads(done.stdout))
 
 
 async def _fastmcp(scenario: str, transport: str, target: list[str] | str, mode: str) -> dict[str, Any]:
