@@ -129,6 +129,7 @@ class _Session:
         self.legacy_stream = opening.channel if legacy else None
         self.legacy_path = (opening.info or {}).get("path", "/").split("?", 1)[0] if legacy else None
         self.http_methods = {head.get("method") for head in heads}
+        self.user_agent = header(heads[0].get("headers"), "user-agent") if heads else None  # of the client that opened it
         client_messages = [frame.message for frame in recorded.frames
                            if frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, dict)]
         self.rpc_methods = {message.get("method") for message in client_messages}
@@ -443,7 +444,7 @@ class HttpReplayer:
         # A new session is opened the way the recorded one was: initialize, or a legacy GET.
         opening = classify(message) is MessageType.REQUEST and message["method"] == "initialize"
         if opening or (request.method == "GET" and request.scope["path"] in self._legacy_paths):
-            found = self._open_session(request.method, message if opening else None)
+            found = self._open_session(request.method, message if opening else None, request.headers.get("user-agent"))
             if found is not None:
                 return found
         sessionless = self._sessionless
@@ -452,24 +453,27 @@ class HttpReplayer:
             return sessionless
         return _error(400, "Bad Request: Mcp-Session-Id header is required")
 
-    def _open_session(self, method: str, opening: dict[str, Any] | None) -> _Session | Response | None:
+    def _open_session(self, method: str, opening: dict[str, Any] | None, user_agent: str | None) -> _Session | Response | None:
         """The recorded session a new live session plays: an unclaimed one whose opening request
         matches the live one (equal params first, then by the matcher, a session that did more
         than open before one that did not; recorded order breaks ties), else the first unclaimed
-        one opened the same way (its engine names what differed).
+        one opened the same way (its engine names what differed). A legacy session opens with a
+        GET, whose head is all it says: the recorded sessions the same client program (User-Agent)
+        opened go in recorded order, then the others, those that did more than open first.
         When all of them are taken: under --repeats allow a fresh copy of the best one, served
         from its start; otherwise an error naming it, counted as unmatched. None: no recorded
         session opens this way."""
         control = self._control
         recorded = [s for s in self._originals if s.recorded_id and s.opening_method == method]
+        # past the first choices, a session that did more than open goes first (see `only_opened`)
+        worked_first = sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
         if opening is not None:
             exact = [s for s in recorded if s.opens_like(opening, control, exactly=True)]
-            # past the exact ones, a session that did more than open goes first (see `only_opened`)
-            worked_first = sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
             matching = exact + [s for s in worked_first if s not in exact and s.opens_like(opening, control)]
             pool = matching or worked_first
         else:
-            pool = recorded
+            same_client = [s for s in recorded if s.user_agent == user_agent]
+            pool = same_client + [s for s in worked_first if s not in same_client]
         if not pool:
             return None
         free = next((s for s in pool if not s.claimed), None)

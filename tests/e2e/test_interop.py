@@ -140,14 +140,14 @@ def test_a_session_mcp_remote_recorded_replays_to_it_with_the_default_options(
     """mcp-remote as the recording client: the cassette holds the sessions it opens before its
     host's (see `served_again`), so the replay needs no --repeats to serve it again.
 
-    Over Streamable HTTP another client gets the session that did the work, not the throwaway
-    one before it whose opening matches it as well. (On legacy SSE mcp-remote's probe streams
-    open sessions as the real one does, with nothing to tell them apart: a known limit.)"""
+    Another client gets the session that did the work, not those opened before it to check the
+    connection: over Streamable HTTP their initialize matches its own as well, and over legacy
+    SSE mcp-remote's probe streams open sessions as its real one does (another User-Agent tells
+    the live client apart)."""
     tape = cassette("remote", transport, "notes")
     replayed = replay("remote", "notes", transport, tape)
     assert replayed.result == baseline("remote", transport, "notes")
     assert replayed.exit_code == 0, replayed.summary
-    if transport == HTTP:
-        other = replay("python", "notes", transport, tape)
-        assert other.result == baseline("python", transport, "notes")
-        assert "0 unmatched" in other.summary, other.summary
+    other = replay("python", "notes", transport, tape)
+    assert other.result == baseline("python", transport, "notes")
+    assert other.exit_code == 0 and "0 unmatched" in other.summary, other.summary
