@@ -18,7 +18,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
-from tests.support.interop import HTTP, SSE, STDIO, replay, served_again, stable
+from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, served_again, stable
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
@@ -45,21 +45,25 @@ def recorded_tools(path: Path) -> Any:
                 for item in items(f.message) if item.get("id") == asked and "result" in item)
 
 
+def served_the_recorded_tools(replayed: Replayed, cassette: Path, transport: str) -> list[str]:
+    """Checks the client got the recorded tools from a replay that missed nothing; what it adapted."""
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    if transport == STDIO:
+        report = json.loads(replayed.summary)
+        assert report["unmatched"] == [], report
+        return report["adapted"]
+    assert replayed.exit_code == 0, replayed.summary
+    return [line.split("adapted ", 1)[1] for line in replayed.summary.splitlines() if "adapted " in line]
+
+
 @pytest.mark.parametrize(("transport", "name", "client"), CELLS)
 def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str, name: str, client: str, tmp_path: Path) -> None:
     cassette = CASSETTES / f"{name}.tape"
     replayed = replay(client, "tools", transport, cassette, *served_again(client, transport), probe=True,
                       report=tmp_path / "report.json")
 
-    [step] = replayed.result["steps"]
-    assert step["result"]["tools"] == stable(recorded_tools(cassette))
-    if transport == STDIO:
-        report = json.loads(replayed.summary)
-        assert report["unmatched"] == [], report
-        adapted = report["adapted"]
-    else:
-        assert replayed.exit_code == 0, replayed.summary
-        adapted = [line.split("adapted ", 1)[1] for line in replayed.summary.splitlines() if "adapted " in line]
+    adapted = served_the_recorded_tools(replayed, cassette, transport)
     # the Python SDK 2.x and fastmcp probe first; a cassette of an initialize era answers it as its server did
     probed = [line for line in adapted if line.startswith("server/discover")]
     assert bool(probed) == (transport in PROBING.get(client, ()) and not _recorded_a_probe(cassette)), adapted
@@ -118,15 +122,7 @@ def test_a_stateless_era_cassette_serves_every_client(transport: str, name: str,
     recorded server/discover, as a server of both eras answers it."""
     cassette = CASSETTES / f"{name}.tape"
     replayed = replay(client, "tools", transport, cassette, probe=True, report=tmp_path / "report.json")
-    [step] = replayed.result["steps"]
-    assert step["result"]["tools"] == stable(recorded_tools(cassette))
-    if transport == STDIO:
-        report = json.loads(replayed.summary)
-        assert report["unmatched"] == [], report
-        adapted = report["adapted"]
-    else:
-        assert replayed.exit_code == 0, replayed.summary
-        adapted = [line.split("adapted ", 1)[1] for line in replayed.summary.splitlines() if "adapted " in line]
+    adapted = served_the_recorded_tools(replayed, cassette, transport)
     from_discover = [line for line in adapted if line.startswith("initialize") and "from the recorded server/discover" in line]
     assert len(from_discover) == (0 if transport in PROBING.get(client, ()) else 1), adapted
 
