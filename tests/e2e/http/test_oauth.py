@@ -85,6 +85,18 @@ def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T], 
         server.stop()
 
 
+def _replayed_by(cassette: Path, drive: Callable[[str], T]) -> tuple[T, str, int, str]:
+    """`drive` against `tapes replay --http` of `cassette`: what it got, the URL it was given, and
+    the replayer's exit status and stderr once it was stopped."""
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+    try:
+        url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
+        replayed = drive(url)
+    finally:
+        replayer.stop(signal.SIGINT)
+    return replayed, url, replayer.proc.returncode, replayer.rest_of_stderr()
+
+
 def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Path, OAuthSession]) -> None:
     cassette_path, live = recorded
     # The SDK's strict resource check passed (it raises otherwise) and the calls were authorized.
@@ -113,14 +125,10 @@ def test_the_flow_passes_the_sdk_client_through_the_recorder(recorded: tuple[Pat
 
 def test_the_flow_replays_offline_with_the_live_results(recorded: tuple[Path, OAuthSession]) -> None:
     cassette, live = recorded
-    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
-    url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
-    replayed = oauth_session(url)
-    replayer.stop(signal.SIGINT)
-    stderr = replayer.rest_of_stderr()
+    replayed, _, code, stderr = _replayed_by(cassette, oauth_session)
 
     assert replayed.results == live.results
-    assert replayer.proc.returncode == 0, stderr
+    assert code == 0, stderr
     assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
     assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
     # The replay handed out the recorded (redacted) token and accepted it; the redirect carried the
@@ -214,13 +222,10 @@ def test_the_typescript_client_records_and_replays_the_flow(issuer: str, upstrea
     it was handed."""
     cassette = tmp_path / "ts.tape"
     live = _record(cassette, ISSUERS[issuer], ts_oauth_session, upstream_host)
-    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
-    replayed = ts_oauth_session(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
-    replayer.stop(signal.SIGINT)
-    stderr = replayer.rest_of_stderr()
+    replayed, _, code, stderr = _replayed_by(cassette, ts_oauth_session)
 
     assert replayed["results"] == live["results"] and live["results"][2][0]["text"] == "scopes=notes"
-    assert replayer.proc.returncode == 0, stderr
+    assert code == 0, stderr
     assert re.search(r"authorization flow: served (\d+) of \1 recorded exchanges, 0 unmatched", stderr), stderr
     written = cassette.read_bytes().decode("latin-1")
     for secret in ("accessToken", "refreshToken", "clientSecret", "code"):
@@ -234,13 +239,10 @@ def test_mcp_remote_records_and_replays_the_flow(issuer: str, tmp_path: Path) ->
     from scratch (a fresh config directory): the same results, every recorded exchange served."""
     cassette = tmp_path / "mcp-remote.tape"
     live = _record(cassette, ISSUERS[issuer], mcp_remote_session)
-    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
-    replayed = mcp_remote_session(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
-    replayer.stop(signal.SIGINT)
-    stderr = replayer.rest_of_stderr()
+    replayed, _, code, stderr = _replayed_by(cassette, mcp_remote_session)
 
     assert replayed["results"] == live["results"] and live["results"][2][0]["text"] == "scopes=notes"
-    assert replayer.proc.returncode == 0, stderr
+    assert code == 0, stderr
     assert re.search(r"authorization flow: served (\d+) of \1 recorded exchanges, 0 unmatched", stderr), stderr
     assert len(live["redirects"]) == len(replayed["redirects"]) == 1  # one browser login each
     written = cassette.read_bytes().decode("latin-1")
@@ -361,14 +363,10 @@ def test_a_flow_recorded_through_the_forward_proxy_replays_offline(forwarded: tu
     hosts = {header(f.info["headers"], "host") for f in recorded.frames if f.kind is Kind.HTTP_REQUEST}
     assert len(hosts) == len(ISSUERS[_issuer_kind(cassette)]) + 1 and upstream.split("/")[2] in hosts, hosts
 
-    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
-    url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
-    replayed = oauth_session(url)
-    replayer.stop(signal.SIGINT)
-    stderr = replayer.rest_of_stderr()
+    replayed, url, code, stderr = _replayed_by(cassette, oauth_session)
 
     assert url.endswith("/mcp") and replayed.results == live.results
-    assert replayer.proc.returncode == 0, stderr
+    assert code == 0, stderr
     assert re.search(r"played \d+ frames, 0 unmatched, 0 unused", stderr), stderr
     assert "authorization flow: served 6 of 6 recorded exchanges, 0 unmatched" in stderr, stderr
     # the banner says which recorded origin is the MCP server's and where each one is served
