@@ -34,11 +34,12 @@ from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Un
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.wire.eras import (
     CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LISTENED_FLAGS, LOG_LEVELS,
-    SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, SUBSCRIPTION_ID_KEY, VERSIONS,
+    SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, STATELESS_VERSION_KEY, SUBSCRIPTION_ID_KEY, VERSIONS,
 )
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (
-    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, params_of, read_client, wire_form,
+    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, meta_of, params_of, read_client,
+    wire_form,
 )  # fmt: skip
 
 
@@ -608,7 +609,8 @@ class ReplayEngine:
         instructions), at the client's version when it is one that opens with
         initialize, else at the latest that does. Clients that speak only initialize (most of
         those of 2025) then go on with the recorded requests, whose _meta matching leaves out,
-        and get the recorded results in their era's form (`_in_handshake_era`)."""
+        and get the recorded results in their era's form (`_in_handshake_era`), while a client
+        that names the stateless era in its requests' _meta still gets them whole."""
         answered = self._recorded_handshake_result()
         asked = params_of(request).get("protocolVersion")
         if (not self._matcher.negotiates_handshake or answered is None or not isinstance(asked, str)  # a server refuses that one
@@ -682,6 +684,7 @@ class ReplayEngine:
     def _go_live(self, interaction: Interaction, request: dict[str, Any]) -> None:
         interaction.live_id = request["id"]
         interaction.live_token = params_of(request).get("_meta", {}).get("progressToken")
+        interaction.live_stateless = STATELESS_VERSION_KEY in meta_of(request)
         self._by_live_id[request["id"]] = interaction
 
     def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
@@ -765,8 +768,8 @@ class ReplayEngine:
             new = _restamp_item(item, owner)
             if new is not None and self._client_tasks:
                 new = _with_client_task(new, self._client_tasks)
-            if new is not None and self._initialize_from_discover:
-                new = _in_handshake_era(new)
+            if new is not None and self._initialize_from_discover and owner is not None and not owner.live_stateless:
+                new = _in_handshake_era(new)  # an answer to a client that opened with initialize
             changed = changed or new is not item
             if new is not None:
                 out.append(new)

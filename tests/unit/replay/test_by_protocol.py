@@ -185,6 +185,15 @@ def test_each_session_answered_from_the_discover_may_send_its_initialized() -> N
     assert [miss.summary for miss in engine.report.unmatched] == ["notifications/initialized"]
 
 
+def test_clients_of_both_eras_served_by_one_engine_each_get_their_eras_form() -> None:
+    # a stateless HTTP recording has one engine for every live client
+    engine = ReplayEngine(STATELESS_SESSION, repeats=Repeats.ALLOW)
+    send(engine, initialize(0, "2025-11-25", {}))
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": []})]
+    assert send(engine, req(2, "tools/list", MODERN)) == [
+        res(2, {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})]
+
+
 def test_a_client_of_the_stateless_era_gets_the_recorded_results_whole() -> None:
     engine = ReplayEngine(STATELESS_SESSION)
     assert send(engine, req(0, "server/discover", MODERN)) == [res(0, DISCOVERED)]
