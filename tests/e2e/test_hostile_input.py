@@ -22,6 +22,7 @@ from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 
 from tests.support.paths import NOTES_SERVER, ROOT, TAPES
 from tests.support.processes import Process
+from tests.support.stdio_sessions import Session
 
 STDIO_CASSETTE = ROOT / "cassettes" / "everything-stdio-2025-11-25.tape"
 HTTP_CASSETTE = ROOT / "cassettes" / "everything-http-2025-11-25.tape"
@@ -72,11 +73,14 @@ def test_hostile_lines_a_real_server_was_sent_replay_as_it_answered_them(tmp_pat
     stdin = b"\n".join([json.dumps(initialize).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
                         *hostile, b'{"jsonrpc":"2.0","id":9,"method":"ping"}']) + b"\n"
     cassette = tmp_path / "hostile.tape"
-    recorded = tapes("record", "-o", str(cassette), "--", *NOTES_SERVER, stdin=stdin)
-    assert recorded.returncode == 0, recorded.stderr
+    recording = Session(cassette, NOTES_SERVER)
+    recording.send(stdin)
+    recording.response(9)  # stdin stays open until the last answer: at end of input the server may drop it
+    recording.close_stdin()
+    assert recording.finish() == 0, recording.stderr
     replayed = tapes("replay", str(cassette), stdin=stdin)
     assert b"Traceback" not in replayed.stderr and replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == recorded.stdout
+    assert replayed.stdout == bytes(recording.received)
     assert [json.loads(line)["id"] for line in replayed.stdout.splitlines()] == [1, 9]
     assert b"0 unmatched, 0 unused" in replayed.stderr
 
