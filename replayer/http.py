@@ -428,6 +428,7 @@ class HttpReplayer:
                           allow=session.allowed_methods)
         response = await self._exchange(request, session, Cursor(reception.channel))
         session.deleted = True
+        session.close()  # as a server ending the session does, end the streams still open on it
         return response
 
     def _session_for(self, request: Request, message: Any) -> _Session | Response:
@@ -532,6 +533,8 @@ class HttpReplayer:
         while log.head is None and not log.ended and not session.closing:
             await session.changed()
         if log.head is None:
+            if session.deleted:  # the session ended before this request's answer began
+                return _error(404, "Not Found: session not found")
             if session.legacy_stream is not None and cursor.channel != session.legacy_stream:
                 # The recorded client left before its POST's answer came; a legacy HTTP+SSE server
                 # answers every message it takes with 202 (the JSON-RPC answer is on the stream).

@@ -93,6 +93,24 @@ def test_hostile_requests_get_a_status_and_a_json_rpc_error_and_the_replay_goes_
     assert any("Last-Event-ID 'never-issued'" in line for line in server.report_lines)
 
 
+def test_a_delete_ends_a_stream_still_waiting_on_what_the_client_never_sent() -> None:
+    # The recorded client cancelled its long-running call and the server ended the call's stream
+    # after the DELETE. A live client that deletes the session without cancelling first still sees
+    # the stream end: a server ending a session ends its streams.
+    client_messages = [frame.payload for frame in load(CASSETTE).frames if frame.from_client and frame.kind is Kind.MESSAGE]
+    initialize = next(message for message in client_messages if b'"initialize"' in message)
+    long_call = next(message for message in client_messages if b'"id":10,' in message)
+    with replay_server(CASSETTE) as server, httpx.Client(timeout=TIMEOUT) as client:
+        opened = client.post(server.url, content=initialize, headers=ACCEPT)
+        session = {**ACCEPT, "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        with client.stream("POST", server.url, content=long_call, headers=session) as call:
+            events = call.iter_lines()
+            assert call.status_code == 200 and any('"notifications/progress"' in line for line in events)
+            assert client.delete(server.url, headers=session).status_code == 200
+            rest = list(events)  # ends: the stream is closed, not left waiting for the cancel
+        assert not any('"result"' in line for line in rest)
+
+
 def test_a_cassette_with_a_head_http_cannot_send_is_refused_in_one_sentence(tmp_path: Path) -> None:
     recorded = load(CASSETTE)
     at = next(index for index, frame in enumerate(recorded.frames) if frame.kind is Kind.HTTP_RESPONSE)
