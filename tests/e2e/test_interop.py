@@ -27,6 +27,7 @@ from tests.support.interop import (
     SCENARIOS,
     SERVERS,
     SPOT_CHECK_RECORDERS,
+    SPOT_CHECK_REPLAYERS,
     SSE,
     STDIO,
     TAPES,
@@ -47,7 +48,7 @@ CELLS = [
     for transport in (STDIO, HTTP, SSE)
     for recorder in (*RECORDING_CLIENTS, *((PROBING_RECORDER,) if server == "notes" else ()))
     for replayer in TRANSPORTS
-    if transport in TRANSPORTS[replayer]
+    if transport in TRANSPORTS[replayer] and recorder in SPOT_CHECK_REPLAYERS.get(replayer, (recorder,))
 ]
 SPOT_CHECK_CELLS = [
     pytest.param(recorder, replayer, transport, server, id=f"{server}-{transport}-{recorder}-to-{replayer}")

@@ -22,10 +22,10 @@ from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, served_aga
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
-CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp")
+CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp", "aisdk")
 # the clients that probe with server/discover before they initialize, by default, over these transports
-# (fastmcp knows legacy SSE has no 2026-07-28 era, and initializes there at once)
-PROBING = {"python": (STDIO, HTTP, SSE), "fastmcp": (STDIO, HTTP)}
+# (fastmcp and the AI SDK know legacy SSE has no 2026-07-28 era, and initialize there at once)
+PROBING = {"python": (STDIO, HTTP, SSE), "fastmcp": (STDIO, HTTP), "aisdk": (STDIO, HTTP)}
 CASSETTES_BY_TRANSPORT = {
     STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
             "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
@@ -102,7 +102,7 @@ def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_foun
     ]
 
 
-@pytest.mark.parametrize("client", ["python", "ts", "ts2", "python1", "fastmcp"])
+@pytest.mark.parametrize("client", ["python", "ts", "ts2", "python1", "fastmcp", "aisdk"])
 @pytest.mark.parametrize("name", ["everything-http-2025-11-25", "everything-sse-2024-11-05"])
 def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, client: str, tmp_path: Path) -> None:
     """A client that runs the server as a process gets an HTTP recording's session over stdio."""

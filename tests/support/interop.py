@@ -21,6 +21,8 @@ the matrix compares that with what the same client gets from the live server.
 - "python1":   the Python SDK's 1.x line (`mcp` 1.30 `ClientSession`; tests/peers/py1_client.py, run
                with tests/peers/.venv-mcp1's interpreter, as 1.x cannot live beside 2.x)
 - "fastmcp":   fastmcp's `Client` (on the SDK's 2.x line, in this process)
+- "aisdk":     the Vercel AI SDK's MCP client (`@ai-sdk/mcp`: an implementation of its own, not the
+               official SDK; tests/peers/aisdk_client.mjs, run with node)
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = json.loads((PEERS / "scenarios.json
 INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-cli" / "build"
 # The Inspector's 2.x line (on the TypeScript SDK's 2.x client): its CLI is a mode of the launcher.
 TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
+AISDK_CLIENT = PEERS / "node_modules" / "@ai-sdk" / "mcp"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
 MCP_REMOTE = PEERS / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
@@ -73,22 +76,28 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
     "python1": (STDIO, HTTP, SSE),
     "fastmcp": (STDIO, HTTP, SSE),
+    "aisdk": (STDIO, HTTP, SSE),
 }
 # mcp-remote's --transport for each: the one transport, no fallback (`http-first`, its default,
 # is tested against an SSE-only replay in test_other_clients)
 REMOTE_STRATEGY = {HTTP: "http-only", SSE: "sse-only"}
 RECORDING_CLIENTS = ("python", "ts", "ts2")
 # Recording clients spot-checked, their cassettes replayed to a few clients only to keep the matrix
-# short: the Python SDK's 1.x line (its requests count from id 0), to the SDKs' current lines.
-SPOT_CHECK_RECORDERS = {"python1": ("python", "ts")}
+# short: the Python SDK's 1.x line (its requests count from id 0), to the SDKs' current lines; the
+# AI SDK's client, to itself (it sends neither logging/setLevel nor a progressToken, so its
+# cassettes lack what the other clients ask for).
+SPOT_CHECK_RECORDERS = {"python1": ("python", "ts"), "aisdk": ("aisdk",)}
 # The Python SDK in its default mode, probing with server/discover first: against the SDK notes
 # server it records a 2026-07-28 session (no initialize), which clients of initialize must replay too.
 PROBING_RECORDER = "python-probe"
+# Replaying clients spot-checked the other way: given only a few recording clients' cassettes (the
+# AI SDK's: the Python SDK's, initialized or probing).
+SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER)}
 
 
 def node() -> str:
     found = shutil.which("node")
-    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT)):
+    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT, AISDK_CLIENT)):
         raise AssertionError("the npm peers are not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return found
 
@@ -184,7 +193,9 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
     if client in ("python", PROBING_RECORDER):
         return anyio.run(_python, scenario, transport, target, "auto" if probe or client == PROBING_RECORDER else "legacy")
     if client in ("ts", "ts2"):
-        return _ts(scenario, transport, target, second=client == "ts2")
+        return _node_client("ts_client.mjs", scenario, transport, target, TS_SDK="2" if client == "ts2" else "1")
+    if client == "aisdk":
+        return _node_client("aisdk_client.mjs", scenario, transport, target, AISDK_PROBE="1" if probe else "0")
     if client in ("inspector", "inspector2"):
         return _inspector(scenario, transport, target, second=client == "inspector2")
     if client == "python1":
@@ -263,12 +274,12 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _ts(scenario: str, transport: str, target: list[str] | str, *, second: bool = False) -> dict[str, Any]:
+def _node_client(script: str, scenario: str, transport: str, target: list[str] | str, **env: str) -> dict[str, Any]:
+    """A client peer in tests/peers run with node (`env`: its options)."""
     where = target if isinstance(target, list) else [target]
-    done = subprocess.run([node(), str(PEERS / "ts_client.mjs"), scenario, transport, *where],
-                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "TS_SDK": "2" if second else "1"})
-    assert done.returncode == 0, f"the TS client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
+    done = subprocess.run([node(), str(PEERS / script), scenario, transport, *where],
+                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    assert done.returncode == 0, f"{script} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
     return json.loads(done.stdout)
 
 
