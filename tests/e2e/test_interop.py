@@ -56,6 +56,7 @@ SPOT_CHECK_CELLS = [
     for server in SERVERS
     for transport in (STDIO, HTTP, SSE)
     for replayer in replayers
+    if transport in TRANSPORTS[recorder] and transport in TRANSPORTS[replayer]
 ]
 
 

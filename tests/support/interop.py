@@ -22,7 +22,8 @@ the matrix compares that with what the same client gets from the live server.
                with tests/peers/.venv-mcp1's interpreter, as 1.x cannot live beside 2.x)
 - "fastmcp":   fastmcp's `Client` (on the SDK's 2.x line, in this process)
 - "aisdk":     the Vercel AI SDK's MCP client (`@ai-sdk/mcp`: an implementation of its own, not the
-               official SDK; tests/peers/aisdk_client.mjs, run with node)
+               official SDK; tests/peers/aisdk_client.mjs, run with node), initializing
+- "aisdk-probe": the same in its default mode, probing with server/discover first
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "python1": (STDIO, HTTP, SSE),
     "fastmcp": (STDIO, HTTP, SSE),
     "aisdk": (STDIO, HTTP, SSE),
+    # its SSE transport does not probe; on stdio it waits 1 s for the answer to its probe, which a
+    # live Python server still starting misses (it then initializes, and fails on the late answer)
+    "aisdk-probe": (HTTP,),
 }
 # mcp-remote's --transport for each: the one transport, no fallback (`http-first`, its default,
 # is tested against an SSE-only replay in test_other_clients)
@@ -85,14 +89,14 @@ RECORDING_CLIENTS = ("python", "ts", "ts2")
 # Recording clients spot-checked, their cassettes replayed to a few clients only to keep the matrix
 # short: the Python SDK's 1.x line (its requests count from id 0), to the SDKs' current lines; the
 # AI SDK's client, to itself (it sends neither logging/setLevel nor a progressToken, so its
-# cassettes lack what the other clients ask for).
-SPOT_CHECK_RECORDERS = {"python1": ("python", "ts"), "aisdk": ("aisdk",)}
+# cassettes lack what the other clients ask for), over the transports both have.
+SPOT_CHECK_RECORDERS = {"python1": ("python", "ts"), "aisdk": ("aisdk",), "aisdk-probe": ("aisdk-probe",)}
 # The Python SDK in its default mode, probing with server/discover first: against the SDK notes
 # server it records a 2026-07-28 session (no initialize), which clients of initialize must replay too.
 PROBING_RECORDER = "python-probe"
 # Replaying clients spot-checked the other way: given only a few recording clients' cassettes (the
-# AI SDK's: the Python SDK's, initialized or probing).
-SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER)}
+# AI SDK's: the Python SDK's, initialized or probing; probing, it gets only the probing one's).
+SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER), "aisdk-probe": (PROBING_RECORDER,)}
 
 
 def node() -> str:
@@ -194,8 +198,9 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
         return anyio.run(_python, scenario, transport, target, "auto" if probe or client == PROBING_RECORDER else "legacy")
     if client in ("ts", "ts2"):
         return _node_client("ts_client.mjs", scenario, transport, target, TS_SDK="2" if client == "ts2" else "1")
-    if client == "aisdk":
-        return _node_client("aisdk_client.mjs", scenario, transport, target, AISDK_PROBE="1" if probe else "0")
+    if client in ("aisdk", "aisdk-probe"):
+        probing = probe or client == "aisdk-probe"
+        return _node_client("aisdk_client.mjs", scenario, transport, target, AISDK_PROBE="1" if probing else "0")
     if client in ("inspector", "inspector2"):
         return _inspector(scenario, transport, target, second=client == "inspector2")
     if client == "python1":
