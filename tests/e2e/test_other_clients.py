@@ -149,3 +149,16 @@ def test_mcp_remote_bridges_a_stdio_host_to_an_http_replay(name: str, transport:
     # a Streamable HTTP try at a legacy server's SSE path gets the 405 it falls back on
     fell_back = "adapted POST /sse: answered 405 (GET only)" in replayed.summary
     assert fell_back == (transport == SSE and strategy == "http-first"), replayed.summary
+
+
+@pytest.mark.parametrize(("name", "transport"), [("everything-http-2025-11-25", HTTP), ("everything-sse-2024-11-05", SSE),
+                                                 ("feed-http-2026-07-28", HTTP)])
+def test_supergateway_bridges_a_stdio_host_to_an_http_replay(name: str, transport: str) -> None:
+    """supergateway, another stdio-to-HTTP bridge, opens one session when its host initializes:
+    the host gets the recorded tools, with nothing unmatched and no option."""
+    cassette = CASSETTES / f"{name}.tape"
+    replayed = replay("gateway", "tools", transport, cassette)
+
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    assert replayed.exit_code == 0 and "0 unmatched" in replayed.summary, replayed.summary

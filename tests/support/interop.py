@@ -16,6 +16,9 @@ the matrix compares that with what the same client gets from the live server.
                with the Python SDK's `Client` in front of it as the host; its own TypeScript SDK
                client (bundled) speaks Streamable HTTP or SSE to the server (`--transport http-only`,
                `sse-only`)
+- "gateway":   supergateway, another stdio-to-HTTP bridge (`--streamableHttp URL`, `--sse URL`), with
+               the Python SDK's `Client` in front of it as the host, as for mcp-remote; its client
+               is the TypeScript SDK's 1.x line (a dependency of its own)
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
                its GET stream only after its `initialized` notification was accepted
 - "python1":   the Python SDK's 1.x line (`mcp` 1.30 `ClientSession`; tests/peers/py1_client.py, run
@@ -63,6 +66,7 @@ AISDK_CLIENT = PEERS / "node_modules" / "@ai-sdk" / "mcp"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
 MCP_REMOTE = PEERS / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
+SUPERGATEWAY = PEERS / "node_modules" / "supergateway" / "dist" / "index.js"
 # The Python SDK's 1.x line, in a venv of its own (.ci/run makes it)
 PYTHON1 = PEERS / ".venv-mcp1" / "bin" / "python"
 
@@ -74,6 +78,7 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "inspector": (STDIO, HTTP, SSE),
     "inspector2": (STDIO, HTTP, SSE),
     "remote": (HTTP, SSE),  # a bridge from stdio to a remote server: HTTP is what it reaches
+    "gateway": (HTTP, SSE),  # the same
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
     "python1": (STDIO, HTTP, SSE),
     "fastmcp": (STDIO, HTTP, SSE),
@@ -94,9 +99,10 @@ SPOT_CHECK_RECORDERS = {"python1": ("python", "ts"), "aisdk": ("aisdk",), "aisdk
 # The Python SDK in its default mode, probing with server/discover first: against the SDK notes
 # server it records a 2026-07-28 session (no initialize), which clients of initialize must replay too.
 PROBING_RECORDER = "python-probe"
-# Replaying clients spot-checked the other way: given only a few recording clients' cassettes (the
-# AI SDK's: the Python SDK's, initialized or probing; probing, it gets only the probing one's).
-SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER), "aisdk-probe": (PROBING_RECORDER,)}
+# Replaying clients spot-checked the other way: given only a few recording clients' cassettes, the
+# Python SDK's, initialized or probing (the AI SDK's client probing gets only the probing one's).
+SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER), "aisdk-probe": (PROBING_RECORDER,),
+                        "gateway": ("python", PROBING_RECORDER)}
 
 
 def node() -> str:
@@ -212,6 +218,9 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
         strategy = client.partition(":")[2] or REMOTE_STRATEGY[transport]
         with tempfile.TemporaryDirectory() as config:
             return run_client("python", scenario, STDIO, mcp_remote(target, strategy, config))
+    if client == "gateway":
+        assert isinstance(target, str)
+        return run_client("python", scenario, STDIO, supergateway(target, transport))
     assert client == "raw" and transport == HTTP and isinstance(target, str)
     return RawClient(target).run(SCENARIOS[scenario])
 
@@ -273,6 +282,13 @@ def mcp_remote(url: str, strategy: str, config: str, browser: Path | None = None
     # the Python SDK passes a server process only a few variables of its own environment
     env = [f"MCP_REMOTE_CONFIG_DIR={config}", *([f"BROWSER={browser}"] if browser else [])]
     return ["env", *env, node(), str(MCP_REMOTE), url, "--transport", strategy]
+
+
+def supergateway(url: str, transport: str) -> list[str]:
+    """The command of supergateway bridging stdio to `url` over `transport`."""
+    if not SUPERGATEWAY.exists():
+        raise AssertionError("supergateway is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
+    return [node(), str(SUPERGATEWAY), "--streamableHttp" if transport == HTTP else "--sse", url]
 
 
 def _dump(model: Any) -> Any:
