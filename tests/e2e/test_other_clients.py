@@ -18,7 +18,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
-from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, served_again, stable
+from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, run_client, served_again, stable, supergateway_serving
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
@@ -162,3 +162,18 @@ def test_supergateway_bridges_a_stdio_host_to_an_http_replay(name: str, transpor
     [step] = replayed.result["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))
     assert replayed.exit_code == 0 and "0 unmatched" in replayed.summary, replayed.summary
+
+
+@pytest.mark.parametrize(("transport", "stateful"), [(HTTP, True), (HTTP, False), (SSE, False)])
+def test_supergateway_serves_a_stdio_replay_over_http(transport: str, stateful: bool, tmp_path: Path) -> None:
+    """The other way round, supergateway runs `tapes replay` as a stdio server and serves it over
+    HTTP: stateful, one replay per session; stateless, one per request, each initialized by
+    supergateway itself (its own id and protocol version) before the request it carries."""
+    cassette = CASSETTES / "everything-stdio-2025-11-25.tape"
+    report = tmp_path / "report.json"
+    with supergateway_serving([*TAPES, "replay", str(cassette), "--report", str(report)], transport, stateful=stateful) as url:
+        got = run_client("python", "tools", transport, url)
+
+    [step] = got["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    assert json.loads(report.read_text())["unmatched"] == []  # the last replay's (stateless: the tools/list's)

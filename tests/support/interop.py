@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -289,6 +290,21 @@ def supergateway(url: str, transport: str) -> list[str]:
     if not SUPERGATEWAY.exists():
         raise AssertionError("supergateway is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return [node(), str(SUPERGATEWAY), "--streamableHttp" if transport == HTTP else "--sse", url]
+
+
+@contextmanager
+def supergateway_serving(command: list[str], transport: str, *, stateful: bool = False) -> Iterator[str]:
+    """supergateway serving the stdio server `command` over `transport` (stateless Streamable HTTP
+    runs the command once per request); yields its URL."""
+    port = free_port()
+    output = ["--outputTransport", "streamableHttp", *(["--stateful"] if stateful else [])] if transport == HTTP else []
+    # on an HTTP output it logs to stdout
+    gateway = Process([node(), str(SUPERGATEWAY), "--stdio", shlex.join(command), *output, "--port", str(port)], read_stdout=True)
+    try:
+        gateway.wait_for(r"Listening on port")
+        yield f"http://127.0.0.1:{port}{'/mcp' if transport == HTTP else '/sse'}"
+    finally:
+        gateway.stop(signal.SIGINT)
 
 
 def _dump(model: Any) -> Any:
