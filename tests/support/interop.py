@@ -101,9 +101,8 @@ SPOT_CHECK_RECORDERS = {"python1": ("python", "ts"), "aisdk": ("aisdk",), "aisdk
 # server it records a 2026-07-28 session (no initialize), which clients of initialize must replay too.
 PROBING_RECORDER = "python-probe"
 # Replaying clients spot-checked the other way: given only a few recording clients' cassettes, the
-# Python SDK's, initialized or probing (the AI SDK's client probing gets only the probing one's).
-SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER), "aisdk-probe": (PROBING_RECORDER,),
-                        "gateway": ("python", PROBING_RECORDER)}
+# Python SDK's (the AI SDK's client also the probing one's, and probing itself only that one).
+SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER), "aisdk-probe": (PROBING_RECORDER,), "gateway": ("python",)}
 
 
 def node() -> str:
