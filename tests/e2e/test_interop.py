@@ -4,8 +4,9 @@ get exactly what it gets from the live server.
 
 Recording clients: the Python SDK (also in its default mode, which records the notes server at
 2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs, mcp-remote (a
-stdio host's bridge to HTTP), the Python SDK's 1.x line, fastmcp's client and a strictly
-sequential raw HTTP client (tests/support/interop.py). Each cassette
+stdio host's bridge to HTTP), the Python SDK's 1.x line, fastmcp's client, a strictly
+sequential raw HTTP client, and, spot-checked (SPOT_CHECK_RECORDERS, SPOT_CHECK_REPLAYERS), the
+AI SDK's client and supergateway (tests/support/interop.py). Each cassette
 is recorded once per module and each live result computed once, so a cell costs one replay.
 """
 
