@@ -13,11 +13,10 @@
 // listed definitions. The client has no call for logging/setLevel (it refuses any method outside
 // tools, resources, prompts and completions), so that step is left out; it never asks for progress
 // (no progressToken), so a progress step reports the progress notifications that reached it anyway.
-import { readFileSync } from "node:fs";
+import { TIMEOUT_MS, scenarioSteps, stable } from "./scenario.mjs";
 import { createMCPClient } from "@ai-sdk/mcp";
 import { Experimental_StdioMCPTransport } from "@ai-sdk/mcp/mcp-stdio";
 
-const TIMEOUT_MS = 30000;
 const UNSUPPORTED = new Set(["logging/setLevel"]);
 
 function transportFor(kind, target) {
@@ -28,18 +27,6 @@ function transportFor(kind, target) {
   throw new Error(`unknown transport ${kind}`);
 }
 
-function stable(value) {
-  if (Array.isArray(value)) return value.map(stable);
-  if (value && typeof value === "object") {
-    return Object.fromEntries(
-      Object.keys(value)
-        .filter((key) => key !== "_meta")
-        .sort()
-        .map((key) => [key, stable(value[key])]),
-    );
-  }
-  return value;
-}
 
 async function run(client, step) {
   const options = { timeout: TIMEOUT_MS };
@@ -67,9 +54,7 @@ async function run(client, step) {
 }
 
 const [scenarioName, kind, ...target] = process.argv.slice(2);
-const here = new URL(".", import.meta.url);
-const steps = JSON.parse(readFileSync(new URL("scenarios.json", here), "utf8"))[scenarioName];
-if (!steps) throw new Error(`no scenario ${scenarioName}`);
+const steps = scenarioSteps(scenarioName);
 
 const client = await createMCPClient({
   transport: transportFor(kind, target),

@@ -11,7 +11,7 @@
 //
 // With TS_SDK=2 it runs the SDK's 2.x line (`@modelcontextprotocol/client`), whose client has the
 // same API under other module names (but for callTool's arguments).
-import { readFileSync } from "node:fs";
+import { TIMEOUT_MS, scenarioSteps, stable } from "./scenario.mjs";
 
 const SDK_2 = process.env.TS_SDK === "2";
 const { Client, StdioClientTransport, StreamableHTTPClientTransport, SSEClientTransport } = SDK_2
@@ -23,8 +23,6 @@ const { Client, StdioClientTransport, StreamableHTTPClientTransport, SSEClientTr
       ...(await import("@modelcontextprotocol/sdk/client/sse.js")),
     };
 
-const TIMEOUT_MS = 30000;
-
 function transportFor(kind, target) {
   if (kind === "stdio") {
     return new StdioClientTransport({ command: target[0], args: target.slice(1), stderr: "inherit" });
@@ -34,18 +32,6 @@ function transportFor(kind, target) {
   throw new Error(`unknown transport ${kind}`);
 }
 
-function stable(value) {
-  if (Array.isArray(value)) return value.map(stable);
-  if (value && typeof value === "object") {
-    return Object.fromEntries(
-      Object.keys(value)
-        .filter((key) => key !== "_meta")
-        .sort()
-        .map((key) => [key, stable(value[key])]),
-    );
-  }
-  return value;
-}
 
 async function run(client, step) {
   const options = { timeout: TIMEOUT_MS };
@@ -79,9 +65,7 @@ async function run(client, step) {
 }
 
 const [scenarioName, kind, ...target] = process.argv.slice(2);
-const here = new URL(".", import.meta.url);
-const steps = JSON.parse(readFileSync(new URL("scenarios.json", here), "utf8"))[scenarioName];
-if (!steps) throw new Error(`no scenario ${scenarioName}`);
+const steps = scenarioSteps(scenarioName);
 
 const client = new Client({ name: "mcp-tapes-ts-client", version: "1.0.0" });
 const transport = transportFor(kind, target);
