@@ -622,6 +622,10 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     from tapes.analysis.diff import diff_cassettes
     from tapes.cassette.store import load
 
+    from tapes.replay.outcomes import LONGEST_WAIT
+
+    if not 0 <= step_timeout <= LONGEST_WAIT:  # NaN too: waits take none of these
+        raise UserError(f"--step-timeout {step_timeout} is not a number of seconds from 0 to {LONGEST_WAIT:.0f} (24 days)")
     if keep:
         _refuse_the_cassette_itself(Path(keep), cassette, f"--keep {keep}", "use --update to replace it")
     if upstream is not None and command:

@@ -55,6 +55,15 @@ def test_an_http_replay_writes_its_report_too(tmp_path: Path) -> None:
     assert len(written["unused"]) == 11  # every recorded request: the client sent none
 
 
+@pytest.mark.parametrize("seconds", ["-1", "inf", "nan", "1e9"])
+def test_a_step_timeout_no_wait_takes_is_one_sentence(seconds: str) -> None:
+    run = subprocess.run([*TAPES, "verify", str(CASSETTES / "everything-stdio-2025-11-25.tape"), "--step-timeout", seconds,
+                          "--", "true"], capture_output=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == (f"tapes: error: --step-timeout {float(seconds)} is not a number of seconds from 0 to "
+                                   "2147484 (24 days)\n")
+
+
 @pytest.mark.parametrize("command", ["show", "view", "lint", "replay"])
 def test_a_ctrl_c_while_a_command_reads_is_exit_130_without_click_s_aborted(command: str, tmp_path: Path) -> None:
     """The cassette is a FIFO nobody writes to: the command is blocked reading it when the SIGINT comes."""
