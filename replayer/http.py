@@ -67,7 +67,7 @@ from tapes.replay.engine import Repeats
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.oauth import AuthFlow
-from tapes.replay.sessions import RecordedSession, only_opened, split_sessions
+from tapes.replay.sessions import RecordedSession, only_opened, opening_messages, split_sessions
 from tapes.replay.streams import (
     MALFORMED_EVENT,
     ChannelLog,
@@ -108,19 +108,35 @@ class _QuietDrops(logging.Filter):
 class _Session:
     """One live session played from one recorded session: its replay session, and the stream logs
     of its exchanges. `live_id` is the session id the live client uses: the recorded one, or, for
-    a recorded session served again (`--repeats allow`), a new one derived from it."""
+    a recorded session served again (`--repeats allow`) or one played on from another live session
+    (see `continue_in`), another that stays unique."""
 
     def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False,
                  live_id: str | None = None) -> None:
-        self.recorded = recorded
-        self.recorded_id = recorded.session_id
         self.live_id = live_id or recorded.session_id
-        self.replay = ReplaySession(recorded.frames, control, may_hand_over=may_hand_over, name=self.live_id)
-        self.engine = self.replay.engine
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
+        self.worked = False  # the live client sent more than what opens a session
         self.deleted = False
         self.stream_closed = False  # legacy: the live client closed its SSE stream, the session's end
+        self._changed = asyncio.Event()
+        self.closing = False
+        self.handover: Handover | None = None  # the real server, once the session is handed over to it
+        self.standalone_stream: str | None = None  # the recorded GET stream the live client opened
+        self._aliases: dict[str, str] = {}  # a recorded stream -> the one the live client reads it on
+        self._copies = 0  # exchanges answered again under --repeats allow
+        self._control, self._may_hand_over = control, may_hand_over
+        self._play(recorded, name=self.live_id)
+
+    def _play(self, recorded: RecordedSession, replay: ReplaySession | None = None, name: str | None = None) -> None:
+        """Play `recorded`: from its start (its replay named `name` in the summary), or on with
+        `replay`, its replay so far."""
+        self.recorded = recorded
+        self.recorded_id = recorded.session_id
+        fresh = replay is None
+        self.replay = replay or ReplaySession(recorded.frames, self._control, may_hand_over=self._may_hand_over,
+                                              name=name)
+        self.engine = self.replay.engine
         heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
         self.opening_method = heads[0].get("method") if heads else None
         # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
@@ -133,14 +149,12 @@ class _Session:
         client_messages = [frame.message for frame in recorded.frames
                            if frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, dict)]
         self.rpc_methods = {message.get("method") for message in client_messages}
+        requests = [m for m in client_messages if classify(m) is MessageType.REQUEST]
         # what a live session is matched by: the first request the recorded client sent (initialize)
-        self.first_request = next((m for m in client_messages if classify(m) is MessageType.REQUEST), None)
-        self._changed = asyncio.Event()
-        self.closing = False
-        self.handover: Handover | None = None  # the real server, once the session is handed over to it
-        self.standalone_stream: str | None = None  # the recorded GET stream the live client opened
-        self._copies = 0  # exchanges answered again under --repeats allow
-        self.perform(self.replay.start())
+        self.first_request = requests[0] if requests else None
+        self.work = [m for m in requests if not only_opened([m["method"]])]  # the requests past the opening
+        if fresh:
+            self.perform(self.replay.start())
 
     @property
     def allowed_methods(self) -> set[str]:
@@ -155,9 +169,33 @@ class _Session:
             return False
         if exactly:
             return _without_meta(recorded.get("params")) == _without_meta(message.get("params"))
-        matcher = control.matcher
-        return (matcher.key(recorded["method"], recorded.get("params")) == matcher.key(message["method"], message.get("params"))
-                and matcher.accepts(recorded, message))
+        return control.matcher.matches(recorded, message)
+
+    def takes_on(self, request: dict[str, Any], control: ReplayControl) -> bool:
+        """Whether the recorded client sent a request like this live one past its opening."""
+        return any(control.matcher.matches(recorded, request) for recorded in self.work)
+
+    def continue_in(self, other: _Session, path: str) -> None:
+        """Go on in `other`'s recording, a session its client opened the same way, for a live
+        request this recording lacks (a client that runs one session per step recorded it, as
+        the Inspector does). `other`'s opening is played as recorded, the live GET stream carries
+        what its GET stream carried, and `other` keeps what this session played: the partly
+        played session, or, if the live client only opened it, that session afresh for another."""
+        left, played = self.recorded, self.replay
+        self._play(other.recorded, name=other.recorded_id)
+        for frame in opening_messages(other.recorded.frames):
+            self.perform(self.replay.receive(frame.payload))
+        if self.standalone_stream is not None:
+            opened = self.replay.open("GET", path)
+            if opened.channel is not None:
+                self._aliases[opened.channel] = self.standalone_stream
+            self.perform(opened)
+        other.book = StreamBook()
+        if self.worked:
+            other._play(left, played)
+        else:
+            other._play(left, name=left.session_id)
+        other.claimed, self.worked = self.worked, False
 
     def perform(self, reception: Reception) -> list[Reply]:
         """File released frames under their channels and wake the connections reading them;
@@ -166,12 +204,26 @@ class _Session:
         return reception.replies
 
     def deliver(self, actions: list[Action]) -> None:
+        if self._aliases:
+            actions = self._on_live_streams(actions)
         self.book.add(actions)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
     async def changed(self) -> None:
         await self._changed.wait()
+
+    def _on_live_streams(self, actions: list[Action]) -> list[Action]:
+        """`actions` with those of a recorded stream the live client reads on another moved there
+        (that stream has its head already)."""
+        moved = []
+        for action in actions:
+            alias = self._aliases.get(action.frame.channel)
+            if alias is None:
+                moved.append(action)
+            elif action.frame.kind is not Kind.HTTP_RESPONSE:
+                moved.append(replace(action, frame=replace(action.frame, channel=alias)))
+        return moved
 
     def repeat_copy(self, reception: Reception) -> tuple[str, Reception]:
         """A repeated request's answer (`--repeats allow`) filed on a fresh copy of its exchange,
@@ -372,6 +424,15 @@ class HttpReplayer:
         if session.handover is not None:
             return await session.handover.forward(request, body)
         reception = session.replay.receive(body, incoming, list(request.headers.items()))
+        if reception.missed and (other := self._continuation(session, message)) is not None:
+            session.replay.withdraw_misses(reception.missed)
+            self._adapted.append(f"{message['method']} id {message['id']!r}: played from recorded session "
+                                 f"{other.recorded_id}, which its client opened for it (the live client went on in one session)")
+            session.continue_in(other, request.url.path)
+            reception = session.replay.receive(body, incoming, list(request.headers.items()))
+        if message is not None and not reception.missed:
+            session.worked = session.worked or not only_opened({item.get("method") for item in items(message)
+                                                                if isinstance(item, dict)})
         if reception.missed and session.replay.may_hand_over:
             if (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
                 return handed_over
@@ -453,6 +514,17 @@ class HttpReplayer:
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
             return sessionless
         return _error(400, "Bad Request: Mcp-Session-Id header is required")
+
+    def _continuation(self, session: _Session, message: Any) -> _Session | None:
+        """For a live request its Streamable HTTP session's recording lacks: a recorded session no
+        live client has opened, opened the way this one was, whose client sent such a request."""
+        if (session.legacy_stream is not None or session.recorded_id is None or session.first_request is None
+                or classify(message) is not MessageType.REQUEST):
+            return None
+        control = self._control
+        return next((other for other in self._originals
+                     if not other.claimed and other.recorded_id is not None and other.legacy_stream is None
+                     and other.opens_like(session.first_request, control) and other.takes_on(message, control)), None)
 
     def _open_session(self, method: str, opening: dict[str, Any] | None, user_agent: str | None) -> _Session | Response | None:
         """The recorded session a new live session plays: an unclaimed one whose opening request

@@ -378,6 +378,10 @@ class ReplayEngine:
         """A miss an adapter found (e.g. an HTTP request no recorded exchange answers)."""
         self._miss(summary, reason)
 
+    def withdraw_misses(self, count: int) -> None:
+        """Forget the last `count` misses: another recorded session played what missed here."""
+        del self._report.unmatched[len(self._report.unmatched) - count :]
+
     def end(self) -> list[Action]:
         """The live client closed its side (stdin EOF, or the end of an HTTP session)."""
         self.index_all()

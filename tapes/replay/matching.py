@@ -163,6 +163,11 @@ class Matcher:
     def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
         return True  # the key says it all
 
+    def matches(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
+        """Whether the live request would play the recorded one (filed under the same key, and accepted)."""
+        return (self.key(recorded["method"], recorded.get("params")) == self.key(live["method"], live.get("params"))
+                and self.accepts(recorded, live))
+
     def differences(self, recorded: dict[str, Any], live: dict[str, Any], *, deep: bool = True) -> list[Difference]:
         """Where a live request differs from a recorded one, in what this matcher compares;
         without `deep`, only member by member of the params (for large requests)."""

@@ -52,7 +52,6 @@ from tapes.wire.oauth import (
     body_fields,
     differing_fields,
     is_discovery_path,
-    loopback_aliases,
     mentions,
     query_fields,
     same_server,
@@ -216,9 +215,9 @@ class AuthFlow:
                         same_server(origin, known) for known in mcp_origins):
                     mcp_origins.append(origin)
             recorded_origin = next(iter(mcp_origins), None) or next((o for o in origins.values() if o), None)
-            if recorded_origin is not None:  # the MCP server under another of its loopback names is itself
-                aliases = loopback_aliases(recorded_origin.lower())
-                origins = {channel: recorded_origin if o is not None and o.lower() in aliases else o for channel, o in origins.items()}
+            if recorded_origin is not None:  # the MCP server under another case or loopback name is itself
+                server = recorded_origin
+                origins = {channel: server if o is not None and same_server(o, server) else o for channel, o in origins.items()}
         on_server = {channel for channel, origin in origins.items() if origin in (recorded_origin, None)}
         mcp = mcp_paths([frame for frame in frames if frame.channel in on_server])
         flow_channels: dict[str, AuthExchange] = {}

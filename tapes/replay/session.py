@@ -70,6 +70,10 @@ class ReplaySession:
             self.sent.append((payload, headers))
         return self._noted(reception)
 
+    def withdraw_misses(self, count: int) -> None:
+        """The last live message's `count` misses were played from another recorded session."""
+        self.engine.withdraw_misses(count)
+
     def overlong(self, size: int, limit: int) -> Reception:
         """A live message longer than the `limit` its adapter takes, which kept none of it: a
         miss, answered with a JSON-RPC error without an id (none could be read)."""

@@ -36,6 +36,20 @@ def only_opened(client_methods: Collection[str | None]) -> bool:
     return _OPENING_METHODS.issuperset(client_methods)
 
 
+def opening_messages(frames: Sequence[Frame]) -> list[Frame]:
+    """The recorded client's messages up to the first that did more than open the session (see
+    `only_opened`): what a session played from its start must be sent to get where a live session
+    that already opened goes on."""
+    opening = []
+    for frame in frames:
+        if frame.from_client and frame.kind is Kind.MESSAGE:
+            message = frame.message
+            if not isinstance(message, dict) or not only_opened([message.get("method")]):
+                break
+            opening.append(frame)
+    return opening
+
+
 def _channel_sessions(frames: Sequence[Frame]) -> dict[str, str]:
     sessions: dict[str, str] = {}
     for frame in frames:

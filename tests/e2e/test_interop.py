@@ -151,3 +151,22 @@ def test_a_session_mcp_remote_recorded_replays_to_it_with_the_default_options(
     other = replay("python", "notes", transport, tape)
     assert other.result == baseline("python", transport, "notes")
     assert other.exit_code == 0 and "0 unmatched" in other.summary, other.summary
+
+
+@pytest.mark.parametrize("client", ["python", "ts"])
+def test_a_cassette_the_inspector_recorded_a_session_per_step_replays_to_a_client_of_one_session(
+    client: str, live: LiveServers, tmp_path: Path
+) -> None:
+    """The Inspector CLI runs each step in a session of its own; a client that runs the steps in
+    one session, in the recorded order or another, goes on in the recorded session of each step."""
+    tape = tmp_path / "steps.tape"
+    through_recorder = record("inspector", "everything-steps", HTTP, live, "everything", tape)
+    assert through_recorder == run_client("inspector", "everything-steps", HTTP, live.target("everything", HTTP))
+    assert sum(1 for f in load(tape).frames if f.from_client and f.message and f.message.get("method") == "initialize") == 3
+    # in the recorded order the first step plays in the session the client opened and each later
+    # one moves on; in reverse the first moves on too (its session is then free for the last)
+    for scenario, moves in (("everything-steps", 2), ("everything-steps-reversed", 3)):
+        replayed = replay(client, scenario, HTTP, tape)
+        assert replayed.result == run_client(client, scenario, HTTP, live.target("everything", HTTP))
+        assert replayed.exit_code == 0 and "0 unmatched" in replayed.summary, replayed.summary
+        assert replayed.summary.count("which its client opened for it") == moves, replayed.summary

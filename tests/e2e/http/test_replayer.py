@@ -277,6 +277,36 @@ def test_two_sessions_in_one_cassette_replay_concurrently_apart(resumable: str, 
     assert_clean(server)
 
 
+def test_a_client_of_one_session_goes_on_in_the_recorded_session_of_each_step(everything: Callable[[str], str],
+                                                                              tmp_path: Path) -> None:
+    """Recorded one session per step (as the Inspector does), replayed to a client that runs the
+    steps in one session: the second step plays from the second recorded session, and the roots
+    request its server sent on that session's GET stream comes on the live client's GET stream."""
+    observer = flows.Observer()
+
+    async def steps(url: str, one_session: bool) -> list[Any]:
+        async def client() -> Client:
+            return Client(url, mode="legacy", read_timeout_seconds=TIMEOUT, list_roots_callback=observer.list_roots, cache=None)
+
+        with anyio.fail_after(TIMEOUT * 2):
+            async with await client() as first:
+                echoed = flows.dump(await first.call_tool("echo", {"message": "one"}))
+                if one_session:
+                    return [echoed, flows.dump(await first.call_tool("get-roots-list", {}))]
+            async with await client() as second:
+                return [echoed, flows.dump(await second.call_tool("get-roots-list", {}))]
+
+    cassette, live = record_session(tmp_path / "steps.tape", everything("streamableHttp"), lambda url: anyio.run(steps, url, False))
+    assert len([s for s in split_sessions(cassette.frames) if s.session_id]) == 2
+    asked = observer.roots_requests
+    with replay_server(cassette) as server:
+        assert anyio.run(steps, server.url, True) == live
+    assert observer.roots_requests > asked
+    lines = server.report_lines
+    assert all(" 0 unmatched" in line for line in lines if re.match(r"session \S+: played ", line)), lines
+    assert any(re.match(r"adapted tools/call id \d+: played from recorded session", line) for line in lines), lines
+
+
 def test_faults_malformed_event_delay_and_session_404(ticks_recording: tuple[Cassette, list[SSEEvent]]) -> None:
     cassette, live = ticks_recording
     channel = calling(cassette, "ticks")

@@ -201,6 +201,14 @@ def test_a_forward_proxy_recording_of_one_origin_is_served_at_the_replayer() -> 
     assert issued is not None and issued.status == 200 and flow.clean
 
 
+def test_the_server_under_its_name_in_another_case_is_one_origin() -> None:
+    """A Host comes as the client wrote it: `LOCALHOST:4100` is the server at `localhost:4100`."""
+    flow, _ = AuthFlow.split(_recording("http://localhost:4100", "http://LOCALHOST:4100"))
+    assert (flow.recorded_origin, flow.servers) == ("http://localhost:4100", [])
+    issued = flow.answer("POST", *_token_request(flow))
+    assert issued is not None and issued.status == 200 and flow.clean
+
+
 def test_json_rpc_spoken_to_several_origins_names_them_all() -> None:
     """A forward proxy saw two MCP servers: the replayer refuses to guess which one to serve."""
     frames = _recording(SERVER, ISSUER)
