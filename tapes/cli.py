@@ -426,7 +426,9 @@ def _record_in_place_of_replay(cassette: str, upstream: str | None, command: lis
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("--width", type=click.IntRange(min=1), default=None, help="Width of the table (default: the terminal's).")
+# at most what a screen could show: a table a billion columns wide took gigabytes and minutes to lay out
+@click.option("--width", type=click.IntRange(min=1, max=10_000), default=None,
+              help="Width of the table (default: the terminal's).")
 def show(cassette: str, width: int | None) -> None:
     """Print a cassette as a timeline."""
     from tapes.cassette.store import stream
