@@ -273,6 +273,25 @@ def test_a_2025_03_26_batch_is_recorded_as_a_batch(everything_http: str, record:
     assert answered  # whatever the server made of it, its answer is recorded too
 
 
+def test_an_empty_post_is_recorded_and_replayed_as_the_server_answered_it(
+    everything_http: str, record: Callable[..., Recorder]
+) -> None:
+    """A POST without a body gets the recorded server's answer on replay, not one of the replay's own."""
+    recorder = record(everything_http)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        session = RawSession(client, recorder.url)
+        live = client.post(recorder.url, content=b"", headers=session.headers(**{"Content-Type": "application/json"}))
+    cassette = recorder.stop()
+    [frames] = [f for f in channels(cassette).values() if request_head(f)["method"] == "POST" and f[1].kind is Kind.RAW]
+    assert frames[1].payload == b"" and response_head(frames)["status"] == live.status_code == 400
+
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as client:
+        replayed = RawSession(client, server.url)
+        again = client.post(server.url, content=b"", headers=replayed.headers(**{"Content-Type": "application/json"}))
+    assert (again.status_code, again.json()) == (live.status_code, live.json())
+    assert server.clean, server.report_lines
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 
