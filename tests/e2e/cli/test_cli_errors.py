@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import CASSETTES, TAPES
-from tests.support.processes import Process
+from tests.support.processes import TIMEOUT, Process
 
 
 def test_new_episodes_of_an_http_cassette_on_stdio_say_to_add_http() -> None:
@@ -30,6 +30,21 @@ def test_a_report_in_a_missing_folder_is_one_sentence_before_anything_is_served(
                           "--report", str(report)], input=b"", capture_output=True, timeout=60)
     assert run.returncode == 2 and run.stdout == b""
     assert run.stderr.decode() == f"tapes: error: --report {report}: the folder {report.parent} does not exist\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="needs /dev/full, a device every write to fails")
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_report_that_cannot_be_written_is_one_sentence_naming_it(transport: str) -> None:
+    """A write error names no file: it was said as if stdout had failed."""
+    http = ["--http", "--listen", "127.0.0.1:0"] if transport == "http" else []
+    replayer = Process([*TAPES, "replay", str(CASSETTES / f"everything-{transport}-2025-11-25.tape"), *http,
+                        "--report", "/dev/full"])  # on stdio its stdin ends at once: the replay ends
+    if http:
+        replayer.wait_for(r"tapes: replaying at (\S+)")
+    assert (replayer.stop(signal.SIGINT) if http else replayer.proc.wait(TIMEOUT)) == 2
+    said = replayer.rest_of_stderr()
+    assert "Traceback" not in said
+    assert said.splitlines()[-1] == "tapes: error: --report /dev/full: cannot be written (No space left on device)"
 
 
 def test_a_report_into_the_cassette_itself_is_refused(tmp_path: Path) -> None:
