@@ -323,7 +323,7 @@ class HttpReplayer:
         """The sessions' reports as one."""
         merged = merged_report(self.replays)
         merged.unmatched += self._unrouted + self.auth.misses
-        merged.adapted += self._adapted
+        merged.adapted += self._adapted + self.auth.adapted
         return merged
 
     async def close(self) -> None:

@@ -51,16 +51,22 @@ from tapes.wire.oauth import (
     ProxyRoutes,
     body_fields,
     differing_fields,
+    encode_document,
     is_discovery_path,
+    is_json,
+    json_document,
     mentions,
     query_fields,
+    registered,
     same_server,
+    with_basic_credentials,
 )
 from tapes.wire.sse import is_event_stream
 
 REFUSALS = (401, 403)
-# Not compared either: the client's redirect URI(s), which a replay substitutes.
-_NOT_COMPARED = FRESH_FIELDS | {"redirect_uri", "redirect_uris"}
+# Not compared either: the client's redirect URI(s), which a replay substitutes, and its secret:
+# the one the replay handed out, or one recorded only inside a redacted Basic header.
+_NOT_COMPARED = FRESH_FIELDS | {"redirect_uri", "redirect_uris", "client_secret"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,15 @@ class AuthExchange:
     @property
     def token(self) -> str | None:
         return header(self.request_headers, "authorization")
+
+    @property
+    def registration(self) -> bool:
+        """A dynamic client registration (RFC 7591): client metadata POSTed as JSON, answered with
+        the client_id the server issued."""
+        if self.method != "POST" or not 200 <= self.status < 300 or not is_json(header(self.request_headers, "content-type")):
+            return False
+        answer = json_document(self.body)
+        return isinstance(answer, dict) and "client_id" in answer
 
     @property
     def refusal(self) -> bool:
@@ -193,6 +208,7 @@ class AuthFlow:
         self._routing = self._routes(recorded_origin or "")  # live targets back to recorded origins
         self.served: set[int] = set()
         self.misses: list[Unmatched] = []
+        self.adapted: list[str] = []  # what was answered as the server answers any client, not as recorded
         self._issued: dict[str, _Issued] = {}
 
     @classmethod
@@ -284,6 +300,9 @@ class AuthFlow:
         differences: list[str] = []
         for index in order:
             exchange = self.exchanges[index]
+            if not on_mcp and exchange.registration and isinstance(live := body_fields(header(headers, "content-type"), body), dict):
+                self.served.add(index)
+                return self._registered(exchange, there, origins, live)
             if not on_mcp:
                 if differing := self._differing(exchange, there, headers, body, origins):
                     differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
@@ -314,7 +333,8 @@ class AuthFlow:
         if not self.exchanges:
             return []
         line = f"authorization flow: served {len(self.served)} of {len(self.exchanges)} recorded exchanges, {len(self.misses)} unmatched"
-        return [line, *(f"  unmatched {miss.summary}: {miss.reason}" for miss in self.misses)]
+        return [line, *(f"  unmatched {miss.summary}: {miss.reason}" for miss in self.misses),
+                *(f"  adapted {line}" for line in self.adapted)]
 
     @property
     def clean(self) -> bool:
@@ -343,7 +363,11 @@ class AuthFlow:
         live_body = body_fields(header(headers, "content-type"), body) if body else {}
         if recorded_body is None or live_body is None:  # not a form or JSON object: bytes
             return differing + (["body"] if exchange.request_body != body else [])
-        return differing + differing_fields(_moved(recorded_body, origins), live_body, _NOT_COMPARED)
+        # the client authenticates in the form or with a Basic header, whichever it registered for
+        recorded_body = with_basic_credentials(recorded_body, exchange.token)
+        live_body = with_basic_credentials(live_body, header(headers, "authorization"))
+        ignored = _NOT_COMPARED if "client_id" in recorded_body and "client_id" in live_body else _NOT_COMPARED | {"client_id"}
+        return differing + differing_fields(_moved(recorded_body, origins), live_body, ignored)
 
     def _check_pkce(self, exchange: AuthExchange, target: str, headers: HeaderFields, body: bytes) -> str | None:
         """At /token: the live code_verifier against the live code_challenge of the code's /authorize."""
@@ -375,19 +399,37 @@ class AuthFlow:
             headers.append((name, value))
         return AuthAnswer(exchange.status, headers, origins.body(header(exchange.headers, "content-type"), exchange.body))
 
+    def _registered(self, exchange: AuthExchange, target: str, origins: OriginMap, live: dict[str, Any]) -> AuthAnswer:
+        """A registration answered to the live client: the recorded client_id (and secret), with the
+        live client's metadata registered, as the server registers any client's (adapted when it
+        differs from the recorded client's)."""
+        answer = self._replayed(exchange, target, origins)
+        recorded = body_fields(header(exchange.request_headers, "content-type"), exchange.request_body) or {}
+        if differing := differing_fields(recorded, live, _NOT_COMPARED):
+            self.adapted.append(f"{exchange.method} {exchange.path}: registered the live client's metadata, which differs "
+                                f"from the recorded client's in {', '.join(differing)}, under the recorded client_id")
+        document = json_document(answer.body)
+        assert isinstance(document, dict)  # a registration's answer is a JSON object
+        return replace(answer, body=encode_document(registered(document, live)))
+
     def _redirect(self, exchange: AuthExchange, target: str, location: str) -> str:
         """The /authorize redirect to the live redirect URI, with the live state, noting the live
         PKCE challenge for the code it hands out."""
         recorded, live = query_fields(exchange.target), query_fields(target)
         base = location.split("?", 1)[0]
-        if isinstance(recorded.get("redirect_uri"), str) and isinstance(live.get("redirect_uri"), str) and (
-                base == recorded["redirect_uri"].split("?", 1)[0]):
+        to_client = isinstance(recorded.get("redirect_uri"), str) and isinstance(live.get("redirect_uri"), str) and (
+            base == recorded["redirect_uri"].split("?", 1)[0])
+        if to_client:
             location = live["redirect_uri"].split("?", 1)[0] + location[len(base):]
         parts = urlsplit(location)
         pairs = parse_qsl(parts.query, keep_blank_values=True)
         fresh = {name: live.get(name) for name in FRESH_FIELDS if isinstance(recorded.get(name), str)}
         moved = [(name, fresh[name] if name in fresh and value == recorded[name] and isinstance(fresh[name], str) else value)
                  for name, value in pairs]
+        if to_client:  # the server gives the client back its state if, and only if, it sent one (RFC 6749 4.1.2)
+            state = _one(live.get("state"))
+            stateless = [(name, value) for name, value in moved if name != "state"]
+            moved = stateless if state is None else moved if ("state", state) in moved else [*stateless, ("state", state)]
         code = dict(moved).get("code")
         if code is not None:
             self._issued[code] = _Issued(_one(live.get("code_challenge")), _one(live.get("code_challenge_method")))

@@ -10,12 +10,13 @@ back in requests (the `resource` indicator). `OriginMap` rewrites them all consi
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from tapes.wire.http import media_type
 from tapes.wire.jsonrpc import MAX_DEPTH, deeper_than, parse
@@ -102,6 +103,39 @@ def differing_fields(recorded: dict[str, Any], live: dict[str, Any], ignored: It
     """The names whose values differ between a recorded and a live set of fields, fresh ones aside."""
     skip = set(ignored)
     return sorted(name for name in recorded.keys() | live.keys() if name not in skip and recorded.get(name) != live.get(name))
+
+
+# What an authorization server issues a client at dynamic registration (RFC 7591 3.2.1); the rest
+# of its answer is the client's metadata, which the server registers as the client sent it.
+ISSUED_AT_REGISTRATION = frozenset({
+    "client_id", "client_secret", "client_id_issued_at", "client_secret_expires_at",
+    "registration_access_token", "registration_client_uri",
+})
+
+
+def registered(recorded_answer: dict[str, Any], live_metadata: dict[str, Any]) -> dict[str, Any]:
+    """A registration's answer to another client: what the server issued as recorded, with the
+    live client's metadata in place of the recorded client's (what only the recorded answer has,
+    a server default, stays)."""
+    answer = dict(recorded_answer)
+    answer.update((name, value) for name, value in live_metadata.items() if name not in ISSUED_AT_REGISTRATION)
+    return answer
+
+
+def with_basic_credentials(fields: dict[str, Any], authorization: str | None) -> dict[str, Any]:
+    """A token request's fields with the client credentials of an `Authorization: Basic` header
+    among them (RFC 6749 2.3.1: form-encoded, then base64), so a client that authenticates with
+    the header and one that sends them in the form make the same request."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "basic":
+        return fields
+    try:
+        client_id, separator, secret = base64.b64decode(token.strip(), validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return fields
+    if not separator:
+        return fields
+    return {**fields, "client_id": unquote_plus(client_id), "client_secret": unquote_plus(secret)}
 
 
 # --- secrets ------------------------------------------------------------------------------------

@@ -85,10 +85,10 @@ def _record(cassette: Path, server_flags: list[str], drive: Callable[[str], T], 
         server.stop()
 
 
-def _replayed_by(cassette: Path, drive: Callable[[str], T]) -> tuple[T, str, int, str]:
-    """`drive` against `tapes replay --http` of `cassette`: what it got, the URL it was given, and
-    the replayer's exit status and stderr once it was stopped."""
-    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"])
+def _replayed_by(cassette: Path, drive: Callable[[str], T], *options: str) -> tuple[T, str, int, str]:
+    """`drive` against `tapes replay --http` of `cassette` (with `options`): what it got, the URL it
+    was given, and the replayer's exit status and stderr once it was stopped."""
+    replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0", *options])
     try:
         url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
         replayed = drive(url)
@@ -248,6 +248,36 @@ def test_mcp_remote_records_and_replays_the_flow(issuer: str, tmp_path: Path) ->
     written = cassette.read_bytes().decode("latin-1")
     for secret in ("access_token", "refresh_token"):
         assert live["tokens"][secret] not in written and replayed["tokens"][secret].startswith("<redacted:"), secret
+
+
+# What each client's login returns, in that client's own form.
+LOGINS: dict[str, Callable[[str], list]] = {
+    "python": lambda url: oauth_session(url).results,
+    "ts": lambda url: ts_oauth_session(url)["results"],
+    "remote": lambda url: mcp_remote_session(url)["results"],
+}
+
+
+@pytest.mark.parametrize(("recorder", "replayer", "options"), [
+    ("python", "ts", []), ("remote", "ts", []), ("python", "remote", ["--repeats", "allow"]),
+    # the Python SDK lists the tools more often than the TypeScript one did
+    ("ts", "python", ["--repeats", "allow"]),
+])
+def test_a_login_one_client_recorded_replays_to_another(recorder: str, replayer: str, options: list[str], tmp_path: Path) -> None:
+    """Another client registers other metadata (its name, type, URIs), may authenticate at /token
+    otherwise and send a state or not: the replay registers it under the recorded client_id, as
+    the server registers any client, and it gets what it gets from the live server. (mcp-remote
+    opens a throwaway session first: --repeats allow serves the recorded session again.)"""
+    cassette = tmp_path / f"{recorder}.tape"
+    _record(cassette, ISSUERS["separate-issuer"], LOGINS[recorder])
+    live = _record(tmp_path / f"{replayer}.tape", ISSUERS["separate-issuer"], LOGINS[replayer])
+    replayed, _, code, stderr = _replayed_by(cassette, LOGINS[replayer], *options)
+
+    assert replayed == live and live[2][0]["text"] == "scopes=notes"
+    assert code == 0, stderr
+    assert re.search(r"authorization flow: served (\d+) of \d+ recorded exchanges, 0 unmatched", stderr), stderr
+    assert re.search(r"adapted POST /tapes-as/1/register: registered the live client's metadata, which differs from the "
+                     r"recorded client's in \S.*, under the recorded client_id", stderr), stderr
 
 
 def test_a_scope_step_up_replays_as_recorded(tmp_path: Path) -> None:

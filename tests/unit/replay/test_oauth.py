@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 from dataclasses import replace
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import pytest
 
@@ -155,6 +155,50 @@ def test_token_matches_with_fresh_fields_aside_and_checks_pkce() -> None:
 
     assert not flow.clean
     assert flow.report_lines()[0] == "authorization flow: served 2 of 5 recorded exchanges, 2 unmatched"
+
+
+def test_another_client_is_registered_under_the_recorded_client_id() -> None:
+    """A real server registers any client's metadata: a live client unlike the recorded one gets
+    the recorded client_id and secret, its own metadata registered (adapted, no miss)."""
+    flow, _ = _flow()
+    metadata = {"redirect_uris": ["http://localhost:7/cb"], "client_name": "another client", "token_endpoint_auth_method": "client_secret_basic"}
+    answer = flow.answer("POST", "/register", JSON, json.dumps(metadata).encode(), LIVE)
+    assert answer is not None and answer.status == 201
+    assert json.loads(answer.body) == {"client_id": "c1", "client_secret": "<redacted:1>", **metadata}
+    assert flow.clean and flow.adapted == ["POST /register: registered the live client's metadata, which differs from the "
+                                           "recorded client's in client_name, token_endpoint_auth_method, under the recorded client_id"]
+    # the same client as recorded is registered as recorded, nothing adapted
+    again, _ = _flow()
+    recorded = next(e for e in again.exchanges if e.path == "/register")
+    same = again.answer("POST", "/register", JSON, recorded.request_body, LIVE)
+    assert same is not None and same.body == recorded.body and again.adapted == []
+
+
+def test_a_client_that_authenticates_with_a_basic_header_makes_the_recorded_form_request() -> None:
+    """The recorded client sent its id and secret in the /token form; a live one registered for
+    client_secret_basic sends them in an Authorization header (form-encoded, then base64)."""
+    flow, _ = _flow()
+    path, headers, body, live = _token_request(flow)
+    fields = dict(parse_qsl(body.decode()))
+    del fields["client_id"], fields["client_secret"]
+    basic = base64.b64encode(b"c1:%3Credacted%3A1%3E").decode()
+    issued = flow.answer("POST", path, [*headers, ("Authorization", f"Basic {basic}")], urlencode(fields).encode(), live)
+    assert issued is not None and issued.status == 200 and flow.clean
+    other, _ = _flow()
+    path, headers, body, live = _token_request(other)
+    someone_else = base64.b64encode(b"c2:secret").decode()
+    refused = other.answer("POST", path, [*headers, ("Authorization", f"Basic {someone_else}")], urlencode(fields).encode(), live)
+    assert refused is not None and refused.status == 400 and "differs in client_id" in json.loads(refused.body)["error_description"]
+
+
+@pytest.mark.parametrize(("state", "expected"), [("live-state", {"state": ["live-state"]}), (None, {})])
+def test_the_redirect_gives_the_client_back_its_state_only_if_it_sent_one(state: str | None, expected: dict) -> None:
+    flow, _ = _flow()
+    fields = {"response_type": "code", "client_id": "c1", "redirect_uri": CALLBACK, "code_challenge": "x",
+              "code_challenge_method": "S256", "resource": f"{LIVE}/mcp"} | ({"state": state} if state else {})
+    redirect = flow.answer("GET", f"/authorize?{urlencode(fields)}", [], b"", LIVE)
+    assert redirect is not None
+    assert parse_qs(urlsplit(dict(redirect.headers)["Location"]).query) == {"code": ["<redacted:2>"], **expected}
 
 
 def test_a_request_the_flow_does_not_know_is_left_to_the_mcp_replay() -> None:
