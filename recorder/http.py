@@ -48,6 +48,7 @@ from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
 BODY = "tapes.body"  # flow.metadata key: the chunks of a body passed on as it came
+WHOLE = "tapes.whole"  # flow.metadata key: the request came whole (and is captured)
 CA_FILE = "mitmproxy-ca-cert.pem"
 DEFAULT_CONFDIR = "~/.mitmproxy"
 _CLIENT_DISCONNECTED = "Client disconnected."  # mitmproxy's flow.error message for it
@@ -112,8 +113,9 @@ class RecorderAddon:
         if (exchange := flow.metadata.get(EXCHANGE)) is None:
             return
         request = flow.request
+        flow.metadata[WHOLE] = True
         self._capture(("request", time.monotonic() - self._start, exchange, request.data.method, request.data.path,
-                       request.headers.fields, request.raw_content))
+                       request.headers.fields, request.raw_content or b""))
         if self.routes is not None:
             if (routed := self.routes.route(request.path)) is not None:
                 origin, target = routed
@@ -168,6 +170,10 @@ class RecorderAddon:
         message = flow.error.msg
         reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
         t = time.monotonic() - self._start
+        if not flow.metadata.get(WHOLE):  # the client stopped sending its request (the upstream never had it): its head
+            request = flow.request
+            self._capture(("request", t, exchange, request.data.method, request.data.path, request.headers.fields, None))
+            reason = CLIENT_DISCONNECT
         self._capture_streamed_body(flow, t)  # the client has its head and the part that came
         self._capture(("end", t, exchange, reason, message))
         if reason == UPSTREAM_ERROR:  # the client only sees a 502 or a cut stream; the user hears why
@@ -319,7 +325,7 @@ class _CassetteSink:
             headers = _fields(fields)
             # Latin-1, as a replay reads a live request's target: every byte kept (a client's need not be UTF-8)
             return framer.request(t, exchange, method.decode("latin-1"), target.decode("latin-1"), headers,
-                                  _decoded_body(body or b"", headers))
+                                  None if body is None else _decoded_body(body, headers))
         if what == "response":
             status, fields, body = rest
             headers = _fields(fields)

@@ -292,6 +292,30 @@ def test_an_empty_post_is_recorded_and_replayed_as_the_server_answered_it(
     assert server.clean, server.report_lines
 
 
+def test_a_client_that_stops_mid_body_is_recorded_as_its_disconnect_not_an_upstream_error(
+    everything_http: str, record: Callable[..., Recorder]
+) -> None:
+    """The exchange was left with its end alone (no request head), said to be the upstream's failure."""
+    recorder = record(everything_http)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        session = RawSession(client, recorder.url)
+        with socket.create_connection(("127.0.0.1", int(recorder.url.split(":")[2].split("/")[0])), timeout=TIMEOUT) as sock:
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         f"Mcp-Session-Id: {session.session}\r\nContent-Length: 100\r\n\r\n{{\"json".encode())
+        session.post(session.request("tools/list", {}))
+    cassette = recorder.stop()
+    assert "upstream error" not in recorder.process.rest_of_stderr()
+    check_channel_shape(cassette)
+    [cut] = [frames for frames in channels(cassette).values() if frames[-1].info["reason"] == "client_disconnect"]
+    assert kinds(cut) == [Kind.HTTP_REQUEST, Kind.STREAM_END]
+    assert header(request_head(cut), "Content-Length") == "100"
+
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as client:
+        replayed = RawSession(client, server.url)
+        assert "tools" in replayed.post(replayed.request("tools/list", {})).text
+    assert server.clean, server.report_lines
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 

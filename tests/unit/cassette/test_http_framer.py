@@ -36,3 +36,5 @@ def test_an_empty_post_body_is_kept_as_raw_and_a_get_has_no_body() -> None:
     opened = framer.request(0.1, 2, "GET", "/mcp", [("Accept", "text/event-stream")], b"")
     assert [(frame.kind, frame.data) for frame in posted] == [(Kind.HTTP_REQUEST, None), (Kind.RAW, b"")]
     assert [frame.kind for frame in opened] == [Kind.HTTP_REQUEST]
+    cut = framer.request(0.2, 3, "POST", "/mcp", [("Content-Length", "100")], None)  # the client stopped sending it
+    assert [frame.kind for frame in cut] == [Kind.HTTP_REQUEST]
