@@ -33,7 +33,7 @@ from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.wire.eras import (
-    CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LISTENED_FLAGS, LOG_LEVELS,
+    CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LIST_CHANGED, LISTENED_FLAGS, LOG_LEVELS,
     SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, STATELESS_VERSION_KEY, SUBSCRIPTION_ID_KEY, VERSIONS,
 )
 from tapes.wire.http import header
@@ -167,6 +167,8 @@ class ReplayEngine:
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
+        self._listed_again_count: Counter[str] = Counter()  # list requests answered again (see _listed_again)
+        self._list_changes: dict[str, int] | None = None  # list_changed notification -> the seq of its last one
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
         self._not_found: Counter[str] = Counter()  # ... and its requests for what the recorded server did not declare
         self._handshake_done_taken = False  # ... and whether it got an unrecorded notifications/initialized past
@@ -396,6 +398,8 @@ class ReplayEngine:
         self._report.adapted = self._adapted + [
             f"{method} ×{count}: answered with an empty result (the recording had no unplayed {method} left)"
             for method, count in self._empty_answers.items()] + [
+            f"{method} ×{count}: answered again as last recorded (the recording had no unplayed {method} left, "
+            "and shows no change of the list after it)" for method, count in self._listed_again_count.items()] + [
             f"{method} ×{count}: answered Method not found (the recorded server did not declare {CAPABILITY_OF[method]})"
             for method, count in self._not_found.items()]
         return self._report
@@ -477,10 +481,14 @@ class ReplayEngine:
         interaction = self._until(lambda: self._take_poll(key, request) if polled else (
             self._take(key, request) or self._take_handshake(request)))
         if interaction is None:
-            previous = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
-            if previous is not None:
-                self._resent += self._repeat(previous, request)
-                return previous.client_items[0], []
+            again = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
+            if again is not None:
+                self._report.repeated += 1
+            else:
+                again = self._listed_again(key, request)
+            if again is not None:
+                self._resent += self._answer_again(again, request)
+                return again.client_items[0], []
             if (reply := self._by_protocol(request)) is not None:
                 return None, [reply]
             reason = self._nearest(request, size)
@@ -691,11 +699,35 @@ class ReplayEngine:
         interaction.live_stateless = STATELESS_VERSION_KEY in meta_of(request)
         self._by_live_id[request["id"]] = interaction
 
-    def _repeat(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
+    def _listed_again(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
+        """A list request (tools/list, ...) the recording has no unplayed one of, from a client that
+        lists more often than the recorded one: the last played one, whose answer the server gives
+        again, unless the recording shows the list changed after it (its list_changed
+        notification). Not under --repeats strict-order, nor allow (which repeats anything)."""
+        method = request["method"]
+        if method not in LIST_CHANGED or self._repeats is not Repeats.IN_ORDER:
+            return None
+        previous = self._last_played(key, request)
+        if previous is None or self._last_list_change(LIST_CHANGED[method]) > previous.frame_seq:
+            return None
+        self._listed_again_count[method] += 1
+        return previous
+
+    def _last_list_change(self, notification: str) -> int:
+        """The seq of the last recorded server notification of this name (-1: none); asked once the
+        whole recording is indexed."""
+        if self._list_changes is None:
+            self._list_changes = {}
+            for item in self._index.server_items:
+                for message in items(item.frame.message) if item.frame.message is not None else ():
+                    if isinstance(message, dict) and message.get("method") in LIST_CHANGED.values():
+                        self._list_changes[message["method"]] = item.frame.seq
+        return self._list_changes.get(notification, -1)
+
+    def _answer_again(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
         """Answer a repeated request as its last played match was answered, under the new ids."""
         self._go_live(interaction, request)
         interaction.withheld = False  # a skipped poll's state, now asked for
-        self._report.repeated += 1
         return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 
     def _nearest(self, request: dict[str, Any], size: int) -> str:

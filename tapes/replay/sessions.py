@@ -61,7 +61,7 @@ def _channel_sessions(frames: Sequence[Frame]) -> dict[str, str]:
             if found is None and frame.kind is Kind.HTTP_REQUEST:
                 found = legacy_session_id(frame.info.get("path", ""))
         elif frame.kind is Kind.SSE_EVENT and frame.info and frame.info.get("event") == "endpoint":
-            found = legacy_session_id(frame.payload.decode("utf-8", "replace"))
+            found = legacy_session_id(frame.shown_payload.decode("utf-8", "replace"))  # a damaged one may have no JSON form
         if found is not None:
             sessions[frame.channel] = found
     return sessions

@@ -37,6 +37,14 @@ CAPABILITY_OF = {
 }  # fmt: skip
 """The server capability a request needs, every era: a server that did not declare it has no such method."""
 
+LIST_CHANGED = {
+    "tools/list": "notifications/tools/list_changed", "prompts/list": "notifications/prompts/list_changed",
+    "resources/list": "notifications/resources/list_changed",
+    "resources/templates/list": "notifications/resources/list_changed",
+}  # fmt: skip
+"""The list requests, each with the notification a server sends when what it lists changes: until
+it sends one, it lists the same again."""
+
 NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """The param a request's `Mcp-Name` header mirrors (2026-07-28), which is also what it is about."""
 

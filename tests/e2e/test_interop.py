@@ -4,8 +4,9 @@ get exactly what it gets from the live server.
 
 Recording clients: the Python SDK (also in its default mode, which records the notes server at
 2026-07-28) and the TypeScript SDK. Replaying clients: those, the Inspector CLIs, mcp-remote (a
-stdio host's bridge to HTTP), the Python SDK's 1.x line, fastmcp's client and a strictly
-sequential raw HTTP client (tests/support/interop.py). Each cassette
+stdio host's bridge to HTTP), the Python SDK's 1.x line, fastmcp's client, a strictly
+sequential raw HTTP client, and, spot-checked (SPOT_CHECK_RECORDERS, SPOT_CHECK_REPLAYERS), the
+AI SDK's client and supergateway (tests/support/interop.py). Each cassette
 is recorded once per module and each live result computed once, so a cell costs one replay.
 """
 
@@ -27,6 +28,7 @@ from tests.support.interop import (
     SCENARIOS,
     SERVERS,
     SPOT_CHECK_RECORDERS,
+    SPOT_CHECK_REPLAYERS,
     SSE,
     STDIO,
     TAPES,
@@ -47,7 +49,7 @@ CELLS = [
     for transport in (STDIO, HTTP, SSE)
     for recorder in (*RECORDING_CLIENTS, *((PROBING_RECORDER,) if server == "notes" else ()))
     for replayer in TRANSPORTS
-    if transport in TRANSPORTS[replayer]
+    if transport in TRANSPORTS[replayer] and recorder in SPOT_CHECK_REPLAYERS.get(replayer, (recorder,))
 ]
 SPOT_CHECK_CELLS = [
     pytest.param(recorder, replayer, transport, server, id=f"{server}-{transport}-{recorder}-to-{replayer}")
@@ -55,6 +57,7 @@ SPOT_CHECK_CELLS = [
     for server in SERVERS
     for transport in (STDIO, HTTP, SSE)
     for replayer in replayers
+    if transport in TRANSPORTS[recorder] and transport in TRANSPORTS[replayer]
 ]
 
 

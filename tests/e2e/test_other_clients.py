@@ -18,14 +18,14 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
-from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, served_again, stable
+from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, run_client, served_again, stable, supergateway_serving
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
-CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp")
+CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp", "aisdk")
 # the clients that probe with server/discover before they initialize, by default, over these transports
-# (fastmcp knows legacy SSE has no 2026-07-28 era, and initializes there at once)
-PROBING = {"python": (STDIO, HTTP, SSE), "fastmcp": (STDIO, HTTP)}
+# (fastmcp and the AI SDK know legacy SSE has no 2026-07-28 era, and initialize there at once)
+PROBING = {"python": (STDIO, HTTP, SSE), "fastmcp": (STDIO, HTTP), "aisdk": (STDIO, HTTP)}
 CASSETTES_BY_TRANSPORT = {
     STDIO: ("everything-stdio-2024-11-05", "everything-stdio-2025-06-18", "everything-stdio-2025-11-25",
             "notes-stdio-2025-06-18", "notes-stdio-2025-11-25"),
@@ -102,7 +102,7 @@ def test_a_client_that_lists_prompts_of_a_tools_only_server_gets_method_not_foun
     ]
 
 
-@pytest.mark.parametrize("client", ["python", "ts", "ts2", "python1", "fastmcp"])
+@pytest.mark.parametrize("client", ["python", "ts", "ts2", "python1", "fastmcp", "aisdk"])
 @pytest.mark.parametrize("name", ["everything-http-2025-11-25", "everything-sse-2024-11-05"])
 def test_an_http_cassette_replayed_over_stdio_serves_its_messages(name: str, client: str, tmp_path: Path) -> None:
     """A client that runs the server as a process gets an HTTP recording's session over stdio."""
@@ -149,3 +149,31 @@ def test_mcp_remote_bridges_a_stdio_host_to_an_http_replay(name: str, transport:
     # a Streamable HTTP try at a legacy server's SSE path gets the 405 it falls back on
     fell_back = "adapted POST /sse: answered 405 (GET only)" in replayed.summary
     assert fell_back == (transport == SSE and strategy == "http-first"), replayed.summary
+
+
+@pytest.mark.parametrize(("name", "transport"), [("everything-http-2025-11-25", HTTP), ("everything-sse-2024-11-05", SSE),
+                                                 ("feed-http-2026-07-28", HTTP)])
+def test_supergateway_bridges_a_stdio_host_to_an_http_replay(name: str, transport: str) -> None:
+    """supergateway, another stdio-to-HTTP bridge, opens one session when its host initializes:
+    the host gets the recorded tools, with nothing unmatched and no option."""
+    cassette = CASSETTES / f"{name}.tape"
+    replayed = replay("gateway", "tools", transport, cassette)
+
+    [step] = replayed.result["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    assert replayed.exit_code == 0 and "0 unmatched" in replayed.summary, replayed.summary
+
+
+@pytest.mark.parametrize(("transport", "stateful"), [(HTTP, True), (HTTP, False), (SSE, False)])
+def test_supergateway_serves_a_stdio_replay_over_http(transport: str, stateful: bool, tmp_path: Path) -> None:
+    """The other way round, supergateway runs `tapes replay` as a stdio server and serves it over
+    HTTP: stateful, one replay per session; stateless, one per request, each initialized by
+    supergateway itself (its own id and protocol version) before the request it carries."""
+    cassette = CASSETTES / "everything-stdio-2025-11-25.tape"
+    report = tmp_path / "report.json"
+    with supergateway_serving([*TAPES, "replay", str(cassette), "--report", str(report)], transport, stateful=stateful) as url:
+        got = run_client("python", "tools", transport, url)
+
+    [step] = got["steps"]
+    assert step["result"]["tools"] == stable(recorded_tools(cassette))
+    assert json.loads(report.read_text())["unmatched"] == []  # the last replay's (stateless: the tools/list's)

@@ -16,17 +16,24 @@ the matrix compares that with what the same client gets from the live server.
                with the Python SDK's `Client` in front of it as the host; its own TypeScript SDK
                client (bundled) speaks Streamable HTTP or SSE to the server (`--transport http-only`,
                `sse-only`)
+- "gateway":   supergateway, another stdio-to-HTTP bridge (`--streamableHttp URL`, `--sse URL`), with
+               the Python SDK's `Client` in front of it as the host, as for mcp-remote; its client
+               is the TypeScript SDK's 1.x line (a dependency of its own)
 - "raw":       a strictly sequential HTTP client: it awaits every POST's whole answer, and opens
                its GET stream only after its `initialized` notification was accepted
 - "python1":   the Python SDK's 1.x line (`mcp` 1.30 `ClientSession`; tests/peers/py1_client.py, run
                with tests/peers/.venv-mcp1's interpreter, as 1.x cannot live beside 2.x)
 - "fastmcp":   fastmcp's `Client` (on the SDK's 2.x line, in this process)
+- "aisdk":     the Vercel AI SDK's MCP client (`@ai-sdk/mcp`: an implementation of its own, not the
+               official SDK; tests/peers/aisdk_client.mjs, run with node), initializing
+- "aisdk-probe": the same in its default mode, probing with server/discover first
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -56,9 +63,11 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = json.loads((PEERS / "scenarios.json
 INSPECTOR_BUILD = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector-cli" / "build"
 # The Inspector's 2.x line (on the TypeScript SDK's 2.x client): its CLI is a mode of the launcher.
 TS2_CLIENT = PEERS / "node_modules" / "@modelcontextprotocol" / "client"
+AISDK_CLIENT = PEERS / "node_modules" / "@ai-sdk" / "mcp"
 INSPECTOR2_LAUNCHER = PEERS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 NOTES_SERVER = SERVERS / "notes_server.py"
 MCP_REMOTE = PEERS / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
+SUPERGATEWAY = PEERS / "node_modules" / "supergateway" / "dist" / "index.js"
 # The Python SDK's 1.x line, in a venv of its own (.ci/run makes it)
 PYTHON1 = PEERS / ".venv-mcp1" / "bin" / "python"
 
@@ -70,25 +79,35 @@ TRANSPORTS: dict[str, tuple[str, ...]] = {
     "inspector": (STDIO, HTTP, SSE),
     "inspector2": (STDIO, HTTP, SSE),
     "remote": (HTTP, SSE),  # a bridge from stdio to a remote server: HTTP is what it reaches
+    "gateway": (HTTP, SSE),  # the same
     "raw": (HTTP,),  # a minimal Streamable HTTP client: no stdio, no legacy SSE by design
     "python1": (STDIO, HTTP, SSE),
     "fastmcp": (STDIO, HTTP, SSE),
+    "aisdk": (STDIO, HTTP, SSE),
+    # its SSE transport does not probe; on stdio it waits 1 s for the answer to its probe, which a
+    # live Python server still starting misses (it then initializes, and fails on the late answer)
+    "aisdk-probe": (HTTP,),
 }
 # mcp-remote's --transport for each: the one transport, no fallback (`http-first`, its default,
 # is tested against an SSE-only replay in test_other_clients)
 REMOTE_STRATEGY = {HTTP: "http-only", SSE: "sse-only"}
 RECORDING_CLIENTS = ("python", "ts", "ts2")
 # Recording clients spot-checked, their cassettes replayed to a few clients only to keep the matrix
-# short: the Python SDK's 1.x line (its requests count from id 0), to the SDKs' current lines.
-SPOT_CHECK_RECORDERS = {"python1": ("python", "ts")}
+# short: the Python SDK's 1.x line (its requests count from id 0), to the SDKs' current lines; the
+# AI SDK's client, to itself (it sends neither logging/setLevel nor a progressToken, so its
+# cassettes lack what the other clients ask for), over the transports both have.
+SPOT_CHECK_RECORDERS = {"python1": ("python", "ts"), "aisdk": ("aisdk",), "aisdk-probe": ("aisdk-probe",)}
 # The Python SDK in its default mode, probing with server/discover first: against the SDK notes
 # server it records a 2026-07-28 session (no initialize), which clients of initialize must replay too.
 PROBING_RECORDER = "python-probe"
+# Replaying clients spot-checked the other way: given only a few recording clients' cassettes, the
+# Python SDK's (the AI SDK's client also the probing one's, and probing itself only that one).
+SPOT_CHECK_REPLAYERS = {"aisdk": ("python", PROBING_RECORDER), "aisdk-probe": (PROBING_RECORDER,), "gateway": ("python",)}
 
 
 def node() -> str:
     found = shutil.which("node")
-    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT)):
+    if found is None or not all(path.exists() for path in (EVERYTHING_JS, INSPECTOR_BUILD, INSPECTOR2_LAUNCHER, TS2_CLIENT, AISDK_CLIENT)):
         raise AssertionError("the npm peers are not installed: run `npm install --prefix tests/peers` (.ci/run does)")
     return found
 
@@ -184,7 +203,10 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
     if client in ("python", PROBING_RECORDER):
         return anyio.run(_python, scenario, transport, target, "auto" if probe or client == PROBING_RECORDER else "legacy")
     if client in ("ts", "ts2"):
-        return _ts(scenario, transport, target, second=client == "ts2")
+        return _node_client("ts_client.mjs", scenario, transport, target, TS_SDK="2" if client == "ts2" else "1")
+    if client in ("aisdk", "aisdk-probe"):
+        probing = probe or client == "aisdk-probe"
+        return _node_client("aisdk_client.mjs", scenario, transport, target, AISDK_PROBE="1" if probing else "0")
     if client in ("inspector", "inspector2"):
         return _inspector(scenario, transport, target, second=client == "inspector2")
     if client == "python1":
@@ -196,6 +218,9 @@ def run_client(client: str, scenario: str, transport: str, target: list[str] | s
         strategy = client.partition(":")[2] or REMOTE_STRATEGY[transport]
         with tempfile.TemporaryDirectory() as config:
             return run_client("python", scenario, STDIO, mcp_remote(target, strategy, config))
+    if client == "gateway":
+        assert isinstance(target, str)
+        return run_client("python", scenario, STDIO, supergateway(target, transport))
     assert client == "raw" and transport == HTTP and isinstance(target, str)
     return RawClient(target).run(SCENARIOS[scenario])
 
@@ -259,16 +284,38 @@ def mcp_remote(url: str, strategy: str, config: str, browser: Path | None = None
     return ["env", *env, node(), str(MCP_REMOTE), url, "--transport", strategy]
 
 
+def supergateway(url: str, transport: str) -> list[str]:
+    """The command of supergateway bridging stdio to `url` over `transport`."""
+    if not SUPERGATEWAY.exists():
+        raise AssertionError("supergateway is not installed: run `npm install --prefix tests/peers` (.ci/run does)")
+    return [node(), str(SUPERGATEWAY), "--streamableHttp" if transport == HTTP else "--sse", url]
+
+
+@contextmanager
+def supergateway_serving(command: list[str], transport: str, *, stateful: bool = False) -> Iterator[str]:
+    """supergateway serving the stdio server `command` over `transport` (stateless Streamable HTTP
+    runs the command once per request); yields its URL."""
+    port = free_port()
+    output = ["--outputTransport", "streamableHttp", *(["--stateful"] if stateful else [])] if transport == HTTP else []
+    # on an HTTP output it logs to stdout
+    gateway = Process([node(), str(SUPERGATEWAY), "--stdio", shlex.join(command), *output, "--port", str(port)], read_stdout=True)
+    try:
+        gateway.wait_for(r"Listening on port")
+        yield f"http://127.0.0.1:{port}{'/mcp' if transport == HTTP else '/sse'}"
+    finally:
+        gateway.stop(signal.SIGINT)
+
+
 def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _ts(scenario: str, transport: str, target: list[str] | str, *, second: bool = False) -> dict[str, Any]:
+def _node_client(script: str, scenario: str, transport: str, target: list[str] | str, **env: str) -> dict[str, Any]:
+    """A client peer in tests/peers run with node (`env`: its options)."""
     where = target if isinstance(target, list) else [target]
-    done = subprocess.run([node(), str(PEERS / "ts_client.mjs"), scenario, transport, *where],
-                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "TS_SDK": "2" if second else "1"})
-    assert done.returncode == 0, f"the TS client failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
+    done = subprocess.run([node(), str(PEERS / script), scenario, transport, *where],
+                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    assert done.returncode == 0, f"{script} failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
     return json.loads(done.stdout)
 
 

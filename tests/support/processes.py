@@ -18,10 +18,12 @@ TIMEOUT = 20.0
 class Process:
     """A subprocess whose stderr is read line by line on a thread, so waits on it are bounded."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None, *, read_stdout: bool = False) -> None:
+        """`read_stdout`: its stdout is read with its stderr, as one stream (for a peer that logs there)."""
         self.argv = argv
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if read_stdout else {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            argv, stdin=subprocess.DEVNULL, **streams,
             env={**os.environ, **(env or {})},
         )
         self.stderr: list[str] = []
@@ -29,9 +31,10 @@ class Process:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        assert self.proc.stderr is not None
-        with self.proc.stderr:  # closed at its end, not left to the collector (a ResourceWarning)
-            for line in self.proc.stderr:
+        output = self.proc.stderr or self.proc.stdout
+        assert output is not None
+        with output:  # closed at its end, not left to the collector (a ResourceWarning)
+            for line in output:
                 self._lines.put(line.decode(errors="replace"))
         self._lines.put(None)
 

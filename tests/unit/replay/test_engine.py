@@ -37,11 +37,34 @@ def test_concurrent_requests_answered_in_live_order_not_recorded_order() -> None
 
 
 def test_identical_requests_are_consumed_in_recorded_order() -> None:
+    call = {"name": "roll"}
+    engine = ReplayEngine(recording(("c", req(1, "tools/call", call)), ("s", res(1, "first")),
+                                    ("c", req(2, "tools/call", call)), ("s", res(2, "second"))))
+    assert send(engine, req(7, "tools/call", call)) == [res(7, "first")]
+    assert send(engine, req(8, "tools/call", call)) == [res(8, "second")]
+    assert send(engine, req(9, "tools/call", call))[0]["error"]["code"] == NO_MATCH
+
+
+def test_a_client_that_lists_more_often_gets_the_last_list_again_until_the_recording_shows_it_changed() -> None:
+    # A server lists the same again until it says the list changed: a client that lists more
+    # often than the recorded one (the Python SDK before a call, to check its output) gets the
+    # last recorded list, noted as adapted; not past a recorded list_changed, where it may differ.
+    changed = note("notifications/tools/list_changed")
     engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, "first")),
-                                    ("c", req(2, "tools/list")), ("s", res(2, "second"))))
+                                    ("c", req(2, "tools/list")), ("s", res(2, "second")),
+                                    ("c", req(3, "prompts/list")), ("s", changed), ("s", res(3, "prompts"))))
     assert send(engine, req(7, "tools/list")) == [res(7, "first")]
     assert send(engine, req(8, "tools/list")) == [res(8, "second")]
-    assert send(engine, req(9, "tools/list"))[0]["error"]["code"] == NO_MATCH
+    assert send(engine, req(9, "prompts/list")) == [changed, res(9, "prompts")]
+    assert send(engine, req(10, "prompts/list")) == [res(10, "prompts")]  # another list's change
+    assert send(engine, req(11, "tools/list"))[0]["error"]["code"] == NO_MATCH
+    report = engine.report
+    assert len(report.unmatched) == 1 and report.repeated == 0
+    assert report.adapted == ["prompts/list ×1: answered again as last recorded (the recording had no unplayed "
+                              "prompts/list left, and shows no change of the list after it)"]
+    unchanged = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, "tools"))))
+    assert [send(unchanged, req(n, "tools/list")) for n in (5, 6, 7)] == [[res(n, "tools")] for n in (5, 6, 7)]
+    assert unchanged.report.clean and unchanged.report.adapted[0].startswith("tools/list ×2: answered again")
 
 
 def test_progress_tokens_are_restamped_and_dropped_when_the_client_asks_for_none() -> None:
