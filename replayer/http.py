@@ -299,6 +299,7 @@ class HttpReplayer:
         self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
         self._reading: set[asyncio.Task[Any]] = set()  # requests waiting for the rest of their body
+        self.failure: str | None = None  # the user's code (a matcher) failed on a request: the replay fails
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])],
                              exception_handlers={405: _other_method})
 
@@ -315,11 +316,12 @@ class HttpReplayer:
         """The replay summary, one block per live session (named when there are several), then
         the requests no session could take, then the authorization flow's."""
         return (summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
-                + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines())
+                + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines()
+                + ([f"failed: {self.failure}"] if self.failure else []))
 
     @property
     def clean(self) -> bool:
-        return summary(self.replays)[1] and not self._unrouted and self.auth.clean
+        return summary(self.replays)[1] and not self._unrouted and self.auth.clean and self.failure is None
 
     def report(self) -> Report:
         """The sessions' reports as one."""
@@ -358,7 +360,11 @@ class HttpReplayer:
     # --- requests --------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
-        response = await self._answer(request)
+        try:
+            response = await self._answer(request)
+        except UserError as error:  # said in the answer and at the end (a traceback per request otherwise)
+            self.failure = self.failure or str(error)
+            return _error(500, f"Internal Server Error: {error}")
         if self._cors and "origin" in request.headers:
             for name, value in missing_cors(response.headers.items(), self._cors):
                 response.headers.append(name, value)
@@ -976,4 +982,6 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     if report_path is not None:
         write_report(report_path, replayer.report().as_json())
     clean = print_summary(console, replayer.report_lines(), replayer.clean)
+    if replayer.failure is not None:
+        raise UserError(replayer.failure)
     return 1 if strict and not clean else 0
