@@ -104,6 +104,7 @@ class RecorderAddon:
         self.rewrite: tuple[str, str] | None = None
         self.routes: ProxyRoutes | None = None
         self._labels = labels
+        self.stopping = False  # told to stop: the exchanges still open are cut by us, not by the upstream
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method != "CONNECT":  # a forward proxy's tunnel is not an exchange
@@ -176,7 +177,7 @@ class RecorderAddon:
             reason = CLIENT_DISCONNECT
         self._capture_streamed_body(flow, t)  # the client has its head and the part that came
         self._capture(("end", t, exchange, reason, message))
-        if reason == UPSTREAM_ERROR:  # the client only sees a 502 or a cut stream; the user hears why
+        if reason == UPSTREAM_ERROR and not self.stopping:  # the client only sees a 502 or a cut stream; the user hears why
             self._say(f"upstream error on {_target(flow)} (http:{exchange}): {message}")
 
     def _capture_streamed_body(self, flow: http.HTTPFlow, t: float) -> None:
@@ -417,8 +418,13 @@ async def _serve(
     if upstream_ca is not None:
         opts.update(ssl_verify_upstream_trusted_ca=os.path.abspath(os.path.expanduser(upstream_ca)))
     loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        addon.stopping = True
+        master.shutdown()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, master.shutdown)
+        loop.add_signal_handler(signum, stop)
     try:
         await master.run()
     finally:

@@ -316,6 +316,22 @@ def test_a_client_that_stops_mid_body_is_recorded_as_its_disconnect_not_an_upstr
     assert server.clean, server.report_lines
 
 
+def test_streams_still_open_when_the_recorder_is_stopped_are_not_said_to_be_upstream_errors(
+    everything_http: str, record: Callable[..., Recorder]
+) -> None:
+    """The recorder cuts them as it stops; each was said as "upstream error ... incomplete chunked read"."""
+    recorder = record(everything_http)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        session = RawSession(client, recorder.url)
+        with client.stream("GET", recorder.url, headers=session.headers(Accept="text/event-stream")) as stream:
+            assert stream.status_code == 200
+            cassette = recorder.stop()
+    said = recorder.process.rest_of_stderr()
+    assert "upstream error" not in said and "Traceback" not in said, said
+    [get] = [frames for frames in channels(cassette).values() if request_head(frames)["method"] == "GET"]
+    assert kinds(get) == [Kind.HTTP_REQUEST, Kind.HTTP_RESPONSE, Kind.STREAM_END]
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 
