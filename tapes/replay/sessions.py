@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
 from tapes.wire.eras import HANDSHAKE_DONE, HANDSHAKE_METHOD
 from tapes.wire.http import header, legacy_session_id
+from tapes.wire.jsonrpc import MessageType, classify
 
 SESSION_HEADER = "mcp-session-id"
 # What a client sends to open a session and check it is alive; None stands for its answers.
@@ -43,11 +45,31 @@ def opening_messages(frames: Sequence[Frame]) -> list[Frame]:
     opening = []
     for frame in frames:
         if frame.from_client and frame.kind is Kind.MESSAGE:
-            message = frame.message
-            if not isinstance(message, dict) or not only_opened([message.get("method")]):
+            if _does_work(frame):
                 break
             opening.append(frame)
     return opening
+
+
+def _does_work(frame: Frame) -> bool:
+    """Whether a recorded client message did more than open its session."""
+    message = frame.message
+    return not isinstance(message, dict) or not only_opened([message.get("method")])
+
+
+def _opening(messages: Sequence[Frame]) -> tuple[str, Any] | None:
+    """How a session was opened: its first request's method and params, `_meta` aside."""
+    for frame in messages:
+        if frame.from_client and classify(frame.message) is MessageType.REQUEST:
+            params = frame.message.get("params")
+            return frame.message["method"], {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
+    return None
+
+
+def _past_opening(messages: list[Frame]) -> list[Frame]:
+    """A session's messages from its client's first that did more than open it."""
+    start = next((index for index, frame in enumerate(messages) if frame.from_client and _does_work(frame)), len(messages))
+    return messages[start:]
 
 
 def _channel_sessions(frames: Sequence[Frame]) -> dict[str, str]:
@@ -76,14 +98,21 @@ def split_sessions(frames: Sequence[Frame]) -> list[RecordedSession]:
     return [RecordedSession(session_id, session_frames) for session_id, session_frames in grouped.items()]
 
 
-def messages_over_stdio(frames: Sequence[Frame]) -> tuple[list[Frame], int]:
+def messages_over_stdio(frames: Sequence[Frame]) -> tuple[list[Frame], int, int]:
     """The JSON-RPC messages of an HTTP recording's first session, as a stdio recording of them,
-    and how many sessions the recording has (whose server took any message). What only HTTP has
-    stays behind: heads, priming and endpoint events, stream ends, and every exchange the server
-    did not take (a 401 before the login, a 404 for an expired session), whose request the client
-    sent again."""
-    served = [messages for session in split_sessions(frames) if (messages := _taken_messages(session.frames))]
-    return (served[0] if served else []), len(served)
+    then those of each later session its client opened the same way, from past their opening (a
+    client that ran one session per step, as the Inspector CLI does: a stdio client runs the steps
+    in one); how many sessions the recording has (whose server took any message), and how many of
+    them are served. What only HTTP has stays behind: heads, priming and endpoint events, stream
+    ends, and every exchange the server did not take (a 401 before the login, a 404 for an expired
+    session), whose request the client sent again."""
+    sessions = [messages for session in split_sessions(frames) if (messages := _taken_messages(session.frames))]
+    if not sessions:
+        return [], 0, 0
+    first, *later = sessions
+    opened = _opening(first)
+    alike = [messages for messages in later if opened is not None and _opening(messages) == opened]
+    return [*first, *(frame for messages in alike for frame in _past_opening(messages))], len(sessions), 1 + len(alike)
 
 
 def _taken_messages(frames: list[Frame]) -> list[Frame]:
@@ -107,10 +136,13 @@ def served_over_stdio(cassette: Cassette, name: str) -> Cassette:
     session, with a warning that says so; a stdio recording stays as it is."""
     if cassette.header.transport == STDIO:
         return cassette
-    frames, sessions = messages_over_stdio(cassette.frames)
+    frames, sessions, served = messages_over_stdio(cassette.frames)
     if not frames:
         raise UserError(f"{name} was recorded over HTTP and its server took no JSON-RPC message: nothing to replay")
-    of = f" (the first of {sessions})" if sessions > 1 else ""
-    note = (f"{name} was recorded over HTTP: this stdio replay serves the JSON-RPC messages of its session{of}, "
+    if served > 1:
+        of = f"{'its' if served == sessions else f'{served} of its'} {sessions} sessions, opened alike, one after the other"
+    else:
+        of = f"its session{f' (the first of {sessions})' if sessions > 1 else ''}"
+    note = (f"{name} was recorded over HTTP: this stdio replay serves the JSON-RPC messages of {of}, "
             "without HTTP's heads and event ids (--http serves it over HTTP)")
     return Cassette(replace(cassette.header, transport=STDIO), frames, [*cassette.warnings, note])

@@ -161,7 +161,8 @@ def test_a_cassette_the_inspector_recorded_a_session_per_step_replays_to_a_clien
     client: str, live: LiveServers, tmp_path: Path
 ) -> None:
     """The Inspector CLI runs each step in a session of its own; a client that runs the steps in
-    one session, in the recorded order or another, goes on in the recorded session of each step."""
+    one session, in the recorded order or another, goes on in the recorded session of each step,
+    over HTTP and over stdio."""
     tape = tmp_path / "steps.tape"
     through_recorder = record("inspector", "everything-steps", HTTP, live, "everything", tape)
     assert through_recorder == run_client("inspector", "everything-steps", HTTP, live.target("everything", HTTP))
@@ -173,3 +174,7 @@ def test_a_cassette_the_inspector_recorded_a_session_per_step_replays_to_a_clien
         assert replayed.result == run_client(client, scenario, HTTP, live.target("everything", HTTP))
         assert replayed.exit_code == 0 and "0 unmatched" in replayed.summary, replayed.summary
         assert replayed.summary.count("which its client opened for it") == moves, replayed.summary
+        # over stdio the sessions are served one after the other, each past its opening
+        over_stdio = replay(client, scenario, STDIO, tape, report=tmp_path / f"{scenario}.report.json")
+        assert over_stdio.result == run_client(client, scenario, STDIO, live.target("everything", STDIO))
+        assert json.loads(over_stdio.summary)["unmatched"] == []
