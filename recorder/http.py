@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 from mitmproxy import ctx, http, options
 from mitmproxy.addons import default_addons
@@ -41,7 +40,7 @@ from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
 from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
-from tapes.wire.http import header
+from tapes.wire.http import header, upstream_url
 from tapes.wire.jsonrpc import not_mcp_answer
 from tapes.wire.oauth import ProxyRoutes, is_mcp_answer
 from tapes.wire.sse import EndpointRewriter, is_event_stream
@@ -70,16 +69,11 @@ class Upstream:
 
     @classmethod
     def parse(cls, url: str) -> Upstream:
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as error:
-            raise UserError(f"the upstream URL {url!r} is not valid ({error})") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UserError(f"the upstream URL {url!r} is not an http:// or https:// URL with a host")
+        parts = upstream_url(url)
+        assert parts.hostname is not None
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        return cls(url, parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
+        return cls(url, parts.scheme, host, parts.port or (443 if parts.scheme == "https" else 80), path)
 
 
 # --- the forward path: a mitmproxy addon ---------------------------------------------------------

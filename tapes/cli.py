@@ -321,6 +321,10 @@ def replay(
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
+    if upstream is not None:
+        from tapes.wire.http import upstream_url
+
+        upstream_url(upstream)  # said now, not when the session is handed over
     new_episodes = new_episodes or record_mode == "new_episodes"
     if (redact_headers or redact_paths) and not (record_mode or new_episodes):  # `none`: the same command line
         raise UserError("--redact-header and --redact-path apply to what is recorded: add --record-mode or "

@@ -70,6 +70,20 @@ def test_an_http_replay_writes_its_report_too(tmp_path: Path) -> None:
     assert len(written["unused"]) == 11  # every recorded request: the client sent none
 
 
+@pytest.mark.parametrize("command", [["verify", "everything-http-2025-11-25.tape", "--upstream"],
+                                     ["replay", "everything-http-2025-11-25.tape", "--http", "--new-episodes", "--upstream"]])
+@pytest.mark.parametrize(("url", "problem"), [("http://[::1", "is not valid (Invalid IPv6 URL)"),
+                                              ("http://h:99999/mcp", "is not valid (Port out of range 0-65535)"),
+                                              ("ftp://h/mcp", "is not an http:// or https:// URL with a host")])
+def test_an_upstream_url_that_names_no_server_is_one_sentence(command: list[str], url: str, problem: str) -> None:
+    """verify went on to a ValueError traceback, a replay to a hand-over that could not start."""
+    verb, cassette, *flags = command
+    run = subprocess.run([*TAPES, verb, str(CASSETTES / cassette), *flags, url], input=b"", capture_output=True,
+                         timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == f"tapes: error: the upstream URL {url!r} {problem}\n"
+
+
 @pytest.mark.parametrize("seconds", ["-1", "inf", "nan", "1e9"])
 def test_a_step_timeout_no_wait_takes_is_one_sentence(seconds: str) -> None:
     run = subprocess.run([*TAPES, "verify", str(CASSETTES / "everything-stdio-2025-11-25.tape"), "--step-timeout", seconds,
