@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 from mitmproxy import ctx, http, options
 from mitmproxy.addons import default_addons
@@ -41,13 +40,14 @@ from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
 from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording_stopped, replace_file
 from tapes.errors import UserError
-from tapes.wire.http import header
+from tapes.wire.http import header, upstream_url
 from tapes.wire.jsonrpc import not_mcp_answer
 from tapes.wire.oauth import ProxyRoutes, is_mcp_answer
 from tapes.wire.sse import EndpointRewriter, is_event_stream
 
 EXCHANGE = "tapes.exchange"  # flow.metadata key: the exchange's number
 BODY = "tapes.body"  # flow.metadata key: the chunks of a body passed on as it came
+WHOLE = "tapes.whole"  # flow.metadata key: the request came whole (and is captured)
 CA_FILE = "mitmproxy-ca-cert.pem"
 DEFAULT_CONFDIR = "~/.mitmproxy"
 _CLIENT_DISCONNECTED = "Client disconnected."  # mitmproxy's flow.error message for it
@@ -69,16 +69,11 @@ class Upstream:
 
     @classmethod
     def parse(cls, url: str) -> Upstream:
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as error:
-            raise UserError(f"the upstream URL {url!r} is not valid ({error})") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UserError(f"the upstream URL {url!r} is not an http:// or https:// URL with a host")
+        parts = upstream_url(url)
+        assert parts.hostname is not None
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        return cls(url, parts.scheme, host, port or (443 if parts.scheme == "https" else 80), path)
+        return cls(url, parts.scheme, host, parts.port or (443 if parts.scheme == "https" else 80), path)
 
 
 # --- the forward path: a mitmproxy addon ---------------------------------------------------------
@@ -103,6 +98,7 @@ class RecorderAddon:
         self.rewrite: tuple[str, str] | None = None
         self.routes: ProxyRoutes | None = None
         self._labels = labels
+        self.stopping = False  # told to stop: the exchanges still open are cut by us, not by the upstream
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method != "CONNECT":  # a forward proxy's tunnel is not an exchange
@@ -112,8 +108,9 @@ class RecorderAddon:
         if (exchange := flow.metadata.get(EXCHANGE)) is None:
             return
         request = flow.request
+        flow.metadata[WHOLE] = True
         self._capture(("request", time.monotonic() - self._start, exchange, request.data.method, request.data.path,
-                       request.headers.fields, request.raw_content))
+                       request.headers.fields, request.raw_content or b""))
         if self.routes is not None:
             if (routed := self.routes.route(request.path)) is not None:
                 origin, target = routed
@@ -168,9 +165,13 @@ class RecorderAddon:
         message = flow.error.msg
         reason = CLIENT_DISCONNECT if message == _CLIENT_DISCONNECTED else UPSTREAM_ERROR
         t = time.monotonic() - self._start
+        if not flow.metadata.get(WHOLE):  # the client stopped sending its request (the upstream never had it): its head
+            request = flow.request
+            self._capture(("request", t, exchange, request.data.method, request.data.path, request.headers.fields, None))
+            reason = CLIENT_DISCONNECT
         self._capture_streamed_body(flow, t)  # the client has its head and the part that came
         self._capture(("end", t, exchange, reason, message))
-        if reason == UPSTREAM_ERROR:  # the client only sees a 502 or a cut stream; the user hears why
+        if reason == UPSTREAM_ERROR and not self.stopping:  # the client only sees a 502 or a cut stream; the user hears why
             self._say(f"upstream error on {_target(flow)} (http:{exchange}): {message}")
 
     def _capture_streamed_body(self, flow: http.HTTPFlow, t: float) -> None:
@@ -319,7 +320,7 @@ class _CassetteSink:
             headers = _fields(fields)
             # Latin-1, as a replay reads a live request's target: every byte kept (a client's need not be UTF-8)
             return framer.request(t, exchange, method.decode("latin-1"), target.decode("latin-1"), headers,
-                                  _decoded_body(body or b"", headers))
+                                  None if body is None else _decoded_body(body, headers))
         if what == "response":
             status, fields, body = rest
             headers = _fields(fields)
@@ -411,8 +412,13 @@ async def _serve(
     if upstream_ca is not None:
         opts.update(ssl_verify_upstream_trusted_ca=os.path.abspath(os.path.expanduser(upstream_ca)))
     loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        addon.stopping = True
+        master.shutdown()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, master.shutdown)
+        loop.add_signal_handler(signum, stop)
     try:
         await master.run()
     finally:

@@ -12,6 +12,7 @@ killed recorder left.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import fcntl
 import os
@@ -20,6 +21,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from tapes.cassette.store import Cassette, CassetteError, Header, load, recordin
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
+_LINGER = 0.05  # seconds between looks at a pipe the exited server's descendants may hold
 _JOIN_BELOW = 1 << 12  # below this size, copying a chunk next to its record head costs less than writev
 _SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -83,11 +86,11 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
     # The client's stdin pump is not waited for: a client may keep its end open after the server is gone.
     _start_pump(0, stdin.fileno(), Stream.CLIENT_STDIN, capture, stdin.close)
     output = _start_pump(stdout.fileno(), 1, Stream.SERVER_STDOUT, capture, _close_stdout)
-    _pump(stderr.fileno(), 2, Stream.SERVER_STDERR, capture, lambda: None)
+    errors = _start_pump(stderr.fileno(), 2, Stream.SERVER_STDERR, capture, lambda: None)
     returncode = server.wait()
-    output.join()
-    stdout.close()
-    stderr.close()
+    for pump, pipe, sink in ((output, stdout, 1), (errors, stderr, 2)):
+        if _drained(pump, pipe.fileno(), sink):
+            pipe.close()  # else its pump still reads it: its number must not be reused under it
     if returncode < 0:
         capture.exit(None, -returncode)
         return 128 - returncode
@@ -159,6 +162,30 @@ def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Cal
                 forwarding = False
     append(END + stream, b"")
     on_eof()
+
+
+def _drained(pump: threading.Thread, source: int, sink: int) -> bool:
+    """Wait, once the server has exited, until `pump` has passed on all it wrote to `source`;
+    whether the pipe ended. A process the server started may hold the pipe open past its exit
+    (a worker, a daemon): then the recorder does not wait for it, only until the pipe is empty
+    and the pump is not stuck writing to a slow reader (the cassette has that chunk already)."""
+    while True:
+        pump.join(_LINGER)
+        if not pump.is_alive():
+            return True
+        if not _unread(source) and select.select([], [sink], [], 0)[1]:
+            pump.join(_LINGER)  # the last chunk read may still be on its way
+            return not pump.is_alive()
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the pipe `fd`."""
+    waiting = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, waiting)
+    except OSError:
+        return 0
+    return waiting[0]
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

@@ -29,6 +29,7 @@ from recorder.process import TAPES, HttpRecorderProcess
 from tapes.analysis.verify import ClientScript, HttpClientScript, HttpRequest
 from tapes.cassette.store import Cassette, load
 from tapes.errors import ERROR_PREFIX, UserError
+from tapes.wire.http import upstream_url
 from tapes.wire.jsonrpc import LineSplitter
 from tapes.wire.sse import SSEParser, is_event_stream
 
@@ -120,7 +121,7 @@ _Report = tuple[str, int, Any]
 def _check_reachable(url: str) -> None:
     """Fail at once, in one sentence, when nothing listens at `url` (rather than after every step
     of the session has waited its timeout)."""
-    parts = urlsplit(url)
+    parts = upstream_url(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=STEP_TIMEOUT).close()

@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from tapes.cassette.store import Cassette, CassetteStream, replacing
+from tapes.errors import UserError
 
 PREFIX = "tapes replay: "
 
@@ -56,4 +57,7 @@ def write_report(path: Path, report: dict[str, Any], *, complete: bool = True) -
     """The summary as JSON, replaced at once (a reader never sees half of it). Not `complete`: the
     cassette was not all read, so its `unused` covers only the part read so far."""
     text = json.dumps({**report, "complete": complete})
-    replacing(path, lambda name: Path(name).write_text(text))
+    try:
+        replacing(path, lambda name: Path(name).write_text(text))
+    except OSError as error:  # a full disk: said with the report's name (a write error names no file)
+        raise UserError(f"--report {path}: cannot be written ({error.strerror or error})") from None

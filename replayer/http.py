@@ -96,11 +96,12 @@ class _Drop(Exception):
 
 
 class _QuietDrops(logging.Filter):
-    """uvicorn logs every exception that ends a started response; a drop is intended, not an error."""
+    """uvicorn logs every exception that ends a started response; a drop is intended, not an error,
+    and so is a request cut because the server is shutting down."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, _Drop) and not (
+        return not isinstance(error, _Drop | asyncio.CancelledError) and not (
             isinstance(error, BaseExceptionGroup) and error.subgroup(_Drop) is not None
         )
 
@@ -297,6 +298,8 @@ class HttpReplayer:
                                      for frame in cassette.frames)
         self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
+        self._reading: set[asyncio.Task[Any]] = set()  # requests waiting for the rest of their body
+        self.failure: str | None = None  # the user's code (a matcher) failed on a request: the replay fails
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])],
                              exception_handlers={405: _other_method})
 
@@ -313,11 +316,12 @@ class HttpReplayer:
         """The replay summary, one block per live session (named when there are several), then
         the requests no session could take, then the authorization flow's."""
         return (summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
-                + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines())
+                + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines()
+                + ([f"failed: {self.failure}"] if self.failure else []))
 
     @property
     def clean(self) -> bool:
-        return summary(self.replays)[1] and not self._unrouted and self.auth.clean
+        return summary(self.replays)[1] and not self._unrouted and self.auth.clean and self.failure is None
 
     def report(self) -> Report:
         """The sessions' reports as one."""
@@ -327,7 +331,10 @@ class HttpReplayer:
         return merged
 
     async def close(self) -> None:
-        """End every open stream (the server is shutting down)."""
+        """End every open stream, and cut requests whose client is still sending the body (the
+        server is shutting down: it would wait for them)."""
+        for task in self._reading:
+            task.cancel()
         for session in self._sessions:
             session.close()
             if session.handover is not None:
@@ -353,7 +360,11 @@ class HttpReplayer:
     # --- requests --------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
-        response = await self._answer(request)
+        try:
+            response = await self._answer(request)
+        except UserError as error:  # said in the answer and at the end (a traceback per request otherwise)
+            self.failure = self.failure or str(error)
+            return _error(500, f"Internal Server Error: {error}")
         if self._cors and "origin" in request.headers:
             for name, value in missing_cors(response.headers.items(), self._cors):
                 response.headers.append(name, value)
@@ -369,7 +380,7 @@ class HttpReplayer:
         path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
         body: bytes | None = None
         if self.auth.claims(request.method, path):
-            read = await _body(request, self.options.max_body) if request.method == "POST" else b""
+            read = await self._body(request) if request.method == "POST" else b""
             if isinstance(read, Response):
                 return read
             body = read
@@ -406,8 +417,17 @@ class HttpReplayer:
             return await self._get(request, session)
         return await self._delete(request, session)
 
+    async def _body(self, request: Request) -> bytes | Response:
+        task = asyncio.current_task()
+        assert task is not None
+        self._reading.add(task)
+        try:
+            return await _body(request, self.options.max_body)
+        finally:
+            self._reading.discard(task)
+
     async def _post(self, request: Request, read: bytes | None = None) -> Response:
-        body = read if read is not None else await _body(request, self.options.max_body)
+        body = read if read is not None else await self._body(request)
         if isinstance(body, Response):
             return body
         incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
@@ -962,4 +982,6 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     if report_path is not None:
         write_report(report_path, replayer.report().as_json())
     clean = print_summary(console, replayer.report_lines(), replayer.clean)
+    if replayer.failure is not None:
+        raise UserError(replayer.failure)
     return 1 if strict and not clean else 0

@@ -54,16 +54,22 @@ LONGEST_LINE = 64 * 1024 * 1024
 
 
 def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 1 << 20)
-    except OSError:  # a stdin that cannot be read (closed, an I/O error) has ended too
-        return b""
+    while True:
+        try:
+            return os.read(fd, 1 << 20)
+        except BlockingIOError:  # a client may hand us a non-blocking descriptor: no input yet is no end
+            select.select([fd], [], [])
+        except OSError:  # a stdin that cannot be read (closed, an I/O error) has ended too
+            return b""
 
 
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:  # a non-blocking stdout whose reader is behind: wait, nothing is dropped
+            select.select([], [fd], [])
 
 
 class _Server:

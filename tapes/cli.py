@@ -321,6 +321,10 @@ def replay(
     http_only = {"--listen": listen, "--allow-origin": allowed_hosts, "--drop-after": drop_after,
                  "--delay": delay, "--malformed": malformed, "--session-404": missing_sessions}
     real_server = upstream if over_http else server_command
+    if upstream is not None:
+        from tapes.wire.http import upstream_url
+
+        upstream_url(upstream)  # said now, not when the session is handed over
     new_episodes = new_episodes or record_mode == "new_episodes"
     if (redact_headers or redact_paths) and not (record_mode or new_episodes):  # `none`: the same command line
         raise UserError("--redact-header and --redact-path apply to what is recorded: add --record-mode or "
@@ -426,7 +430,9 @@ def _record_in_place_of_replay(cassette: str, upstream: str | None, command: lis
 
 @main.command()
 @click.argument("cassette", type=click.Path(dir_okay=False))
-@click.option("--width", type=click.IntRange(min=1), default=None, help="Width of the table (default: the terminal's).")
+# at most what a screen could show: a table a billion columns wide took gigabytes and minutes to lay out
+@click.option("--width", type=click.IntRange(min=1, max=10_000), default=None,
+              help="Width of the table (default: the terminal's).")
 def show(cassette: str, width: int | None) -> None:
     """Print a cassette as a timeline."""
     from tapes.cassette.store import stream
@@ -622,6 +628,10 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     from tapes.analysis.diff import diff_cassettes
     from tapes.cassette.store import load
 
+    from tapes.replay.outcomes import LONGEST_WAIT
+
+    if not 0 <= step_timeout <= LONGEST_WAIT:  # NaN too: waits take none of these
+        raise UserError(f"--step-timeout {step_timeout} is not a number of seconds from 0 to {LONGEST_WAIT:.0f} (24 days)")
     if keep:
         _refuse_the_cassette_itself(Path(keep), cassette, f"--keep {keep}", "use --update to replace it")
     if upstream is not None and command:

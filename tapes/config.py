@@ -44,7 +44,11 @@ def load_config(start: Path | None = None) -> Config:
     for candidate in [folder, *folder.parents]:
         pyproject = candidate / "pyproject.toml"
         if pyproject.is_file():
-            return _from_table(_read(pyproject).get("tool", {}).get("tapes", {}), pyproject)
+            tool = _read(pyproject).get("tool", {})
+            table = tool.get("tapes", {}) if isinstance(tool, dict) else None
+            if not isinstance(table, dict):
+                raise UserError(f"{pyproject}: [tool.tapes] is not a table")
+            return _from_table(table, pyproject)
     return Config()
 
 
@@ -62,9 +66,15 @@ def _from_table(table: dict[str, Any], source: Path) -> Config:
         name = known.get(key) or (key if key in known.values() else None)
         if name is None:
             raise UserError(f"{source}: [tool.tapes] has no setting {key!r} (known: {', '.join(sorted(known))})")
-        if name in _LISTS and (not isinstance(value, list) or not all(isinstance(item, str) for item in value)):
-            raise UserError(f"{source}: [tool.tapes] {key} is not a list of strings")
-        values[name] = tuple(value) if name in _LISTS else value
+        if name in _LISTS:
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise UserError(f"{source}: [tool.tapes] {key} is not a list of strings")
+            value = tuple(value)
+        elif name == "timing" and type(value) in (int, float):  # a speed factor written as a number
+            value = str(value)
+        elif not isinstance(value, str):
+            raise UserError(f"{source}: [tool.tapes] {key} is not a string")
+        values[name] = value
     if values.get("format", "msgpack") not in FORMATS:
         raise UserError(f"{source}: [tool.tapes] format {values['format']!r} is not one of {', '.join(FORMATS)}")
     return Config(**values, source=source)

@@ -37,10 +37,15 @@ class HttpFramer:
         self._streams: dict[int, SSEParser] = {}
         self.sessions: list[str] = []  # in order of first appearance
 
-    def request(self, t: float, exchange: int, method: str, path: str, headers: Fields, body: bytes) -> list[Frame]:
+    def request(self, t: float, exchange: int, method: str, path: str, headers: Fields, body: bytes | None) -> list[Frame]:
+        """The request head and its body; `body` None: the client stopped sending it, the head alone."""
         info = {"method": method, "path": self._redactor.path(path), "headers": self._redactor.headers(headers)}
         frames = [self._frame(t, Direction.CLIENT_TO_SERVER, exchange, Kind.HTTP_REQUEST, info=info)]
-        if body:
+        if body is None:
+            return frames
+        # A POST is matched on replay by its body: an empty one is kept too (as RAW), so that its
+        # replay gets what the server answered it.
+        if body or method == "POST":
             frames.append(self._body(t, Direction.CLIENT_TO_SERVER, exchange, body, header(headers, "content-type")))
         return frames
 

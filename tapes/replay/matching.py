@@ -222,7 +222,10 @@ class CallableMatcher(MethodMatcher):
         self._predicate = predicate
 
     def accepts(self, recorded: dict[str, Any], live: dict[str, Any]) -> bool:
-        return bool(self._predicate(recorded, live))
+        try:
+            return bool(self._predicate(recorded, live))
+        except Exception as error:  # the user's code: any exception, told in one sentence (as a hook's is)
+            raise UserError(f"matcher {self.name!r} failed on a live {live.get('method')} request ({error!r:.200})") from None
 
 
 _MATCHERS: dict[str, Callable[[Iterable[str]], Matcher]] = {

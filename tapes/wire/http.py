@@ -1,11 +1,14 @@
 """HTTP head helpers, sans-IO: the one case-insensitive header lookup, moving a URL from one
-origin to another (the legacy endpoint event behind a proxy, and in a replay), and the session a
-legacy endpoint URL names. URLs come from the wire: one that does not parse is left as it is."""
+origin to another (the legacy endpoint event behind a proxy, and in a replay), the session a
+legacy endpoint URL names, and the check of a real server's URL a user gives. URLs come from the
+wire: one that does not parse is left as it is."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
+
+from tapes.errors import UserError
 
 LEGACY_SESSION_PARAMETERS = ("sessionId", "session_id")
 
@@ -48,3 +51,16 @@ def legacy_session_id(url: str) -> str | None:
         if query.get(name):
             return query[name][0]
     return None
+
+
+def upstream_url(url: str) -> SplitResult:
+    """`url` split, when it can name a real server: http:// or https://, a host, a port that is
+    one; otherwise a UserError that says which."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is no number or out of range
+    except ValueError as error:
+        raise UserError(f"the upstream URL {url!r} is not valid ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"the upstream URL {url!r} is not an http:// or https:// URL with a host")
+    return parts

@@ -120,6 +120,38 @@ def test_the_http_replayer_answers_400_and_goes_on() -> None:
     assert not server.clean and any("not JSON-RPC" in line for line in server.report_lines)
 
 
+# --- the user's own code ---------------------------------------------------------------------
+
+RAISING_MATCHER = "operator:truth"  # takes one argument: called with two, it raises TypeError
+MATCHER_FAILED = "matcher 'operator:truth' failed on a live {} request (TypeError('"  # then Python's words for it
+
+
+def said_the_matcher_failed(line: str, method: str) -> bool:
+    return line.startswith(MATCHER_FAILED.format(method)) and line.endswith("takes exactly one argument (2 given)'))")
+
+
+def test_a_matcher_that_raises_ends_a_stdio_replay_in_one_sentence() -> None:
+    run = tapes("replay", str(STDIO_CASSETTE), "--match", RAISING_MATCHER, stdin=client_messages(STDIO_CASSETTE)[0] + b"\n")
+    assert run.returncode == 2 and run.stdout == b""
+    [line] = run.stderr.decode().splitlines()
+    assert said_the_matcher_failed(line.removeprefix("tapes: error: "), "server/discover"), line
+
+
+def test_a_matcher_that_raises_gets_a_500_naming_it_over_http_and_fails_the_replay() -> None:
+    replayer = Process([*TAPES, "replay", str(HTTP_CASSETTE), "--http", "--listen", "127.0.0.1:0", "--match", RAISING_MATCHER])
+    try:
+        url = replayer.wait_for(r"tapes: replaying at (\S+)")[1]
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        answered = httpx.post(url, content=client_messages(HTTP_CASSETTE)[1], headers=headers, timeout=30)
+    finally:
+        code = replayer.stop(signal.SIGINT)
+    assert answered.status_code == 500
+    assert said_the_matcher_failed(answered.json()["error"]["message"].removeprefix("Internal Server Error: "), "initialize")
+    said = replayer.rest_of_stderr()
+    assert code == 2 and "Traceback" not in said
+    assert said_the_matcher_failed(said.splitlines()[-1].removeprefix("tapes: error: "), "initialize")
+
+
 # --- no markup --------------------------------------------------------------------------------
 
 

@@ -3,6 +3,8 @@
 echo        copy stdin to stdout line by line, byte for byte (a last line without newline too)
 exit CODE   write two lines on stderr and one message on stdout, then exit with CODE
 kill SIG    kill itself with signal SIG
+orphan      start a process that holds stdout and stderr for a minute, say its pid on stdout
+            (then an unterminated line) and on stderr, and exit 5
 signals     on SIGTERM/SIGINT/SIGHUP write "got NAME" on stderr and exit 0; says ready on stdout
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 
 READY = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"ready"}}\n'
@@ -28,6 +31,13 @@ def main(mode: str, *args: str) -> int:
         out.write(READY)
         out.flush()
         return int(args[0])
+    if mode == "orphan":
+        held = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # inherits our stdio
+        out.write(b'{"jsonrpc":"2.0","method":"orphan","params":{"pid":%d}}\n{"partial' % held.pid)
+        out.flush()
+        sys.stderr.write(f"started {held.pid}\n")
+        sys.stderr.flush()
+        return 5
     if mode == "kill":
         os.kill(os.getpid(), int(args[0]))
         return 1  # only if the signal did not kill us

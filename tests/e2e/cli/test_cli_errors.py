@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import CASSETTES, TAPES
-from tests.support.processes import Process
+from tests.support.processes import TIMEOUT, Process
 
 
 def test_new_episodes_of_an_http_cassette_on_stdio_say_to_add_http() -> None:
@@ -30,6 +30,21 @@ def test_a_report_in_a_missing_folder_is_one_sentence_before_anything_is_served(
                           "--report", str(report)], input=b"", capture_output=True, timeout=60)
     assert run.returncode == 2 and run.stdout == b""
     assert run.stderr.decode() == f"tapes: error: --report {report}: the folder {report.parent} does not exist\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="needs /dev/full, a device every write to fails")
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_report_that_cannot_be_written_is_one_sentence_naming_it(transport: str) -> None:
+    """A write error names no file: it was said as if stdout had failed."""
+    http = ["--http", "--listen", "127.0.0.1:0"] if transport == "http" else []
+    replayer = Process([*TAPES, "replay", str(CASSETTES / f"everything-{transport}-2025-11-25.tape"), *http,
+                        "--report", "/dev/full"])  # on stdio its stdin ends at once: the replay ends
+    if http:
+        replayer.wait_for(r"tapes: replaying at (\S+)")
+    assert (replayer.stop(signal.SIGINT) if http else replayer.proc.wait(TIMEOUT)) == 2
+    said = replayer.rest_of_stderr()
+    assert "Traceback" not in said
+    assert said.splitlines()[-1] == "tapes: error: --report /dev/full: cannot be written (No space left on device)"
 
 
 def test_a_report_into_the_cassette_itself_is_refused(tmp_path: Path) -> None:
@@ -53,6 +68,29 @@ def test_an_http_replay_writes_its_report_too(tmp_path: Path) -> None:
     written = json.loads(report.read_text())
     assert (written["complete"], written["played"], written["unmatched"]) == (True, 0, [])
     assert len(written["unused"]) == 11  # every recorded request: the client sent none
+
+
+@pytest.mark.parametrize("command", [["verify", "everything-http-2025-11-25.tape", "--upstream"],
+                                     ["replay", "everything-http-2025-11-25.tape", "--http", "--new-episodes", "--upstream"]])
+@pytest.mark.parametrize(("url", "problem"), [("http://[::1", "is not valid (Invalid IPv6 URL)"),
+                                              ("http://h:99999/mcp", "is not valid (Port out of range 0-65535)"),
+                                              ("ftp://h/mcp", "is not an http:// or https:// URL with a host")])
+def test_an_upstream_url_that_names_no_server_is_one_sentence(command: list[str], url: str, problem: str) -> None:
+    """verify went on to a ValueError traceback, a replay to a hand-over that could not start."""
+    verb, cassette, *flags = command
+    run = subprocess.run([*TAPES, verb, str(CASSETTES / cassette), *flags, url], input=b"", capture_output=True,
+                         timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == f"tapes: error: the upstream URL {url!r} {problem}\n"
+
+
+@pytest.mark.parametrize("seconds", ["-1", "inf", "nan", "1e9"])
+def test_a_step_timeout_no_wait_takes_is_one_sentence(seconds: str) -> None:
+    run = subprocess.run([*TAPES, "verify", str(CASSETTES / "everything-stdio-2025-11-25.tape"), "--step-timeout", seconds,
+                          "--", "true"], capture_output=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == b""
+    assert run.stderr.decode() == (f"tapes: error: --step-timeout {float(seconds)} is not a number of seconds from 0 to "
+                                   "2147484 (24 days)\n")
 
 
 @pytest.mark.parametrize("command", ["show", "view", "lint", "replay"])

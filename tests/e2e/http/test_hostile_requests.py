@@ -8,6 +8,7 @@ cannot carry is refused before anything is served, in one sentence."""
 from __future__ import annotations
 
 import dataclasses
+import signal
 import socket
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load, save
 
 from tests.support.paths import ROOT, TAPES
-from tests.support.processes import TIMEOUT
+from tests.support.processes import TIMEOUT, Process
 
 CASSETTE = ROOT / "cassettes" / "everything-http-2025-11-25.tape"
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -154,3 +155,23 @@ def test_requests_racing_a_delete_get_their_answer_or_a_404_and_others_are_serve
             if answer.status_code == 404:
                 assert answer.json()["error"]["message"] == "Not Found: session not found"
         assert client.get(server.url, headers={"Accept": "text/event-stream"}).status_code == 400  # still serving
+
+
+def test_a_client_still_sending_its_body_when_the_replay_stops_is_cut_without_a_traceback() -> None:
+    """The replay stopped waiting out uvicorn's grace period for such a client, then logged the
+    cancelled request as an exception in the application."""
+    replayer = Process([*TAPES, "replay", str(CASSETTE), "--http", "--listen", "127.0.0.1:0"])
+    try:
+        parts = urlsplit(replayer.wait_for(r"tapes: replaying at (\S+)")[1])
+        with socket.create_connection((parts.hostname, parts.port), timeout=TIMEOUT) as sock:
+            sock.sendall(f"POST {parts.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         "Expect: 100-continue\r\nContent-Length: 100\r\n\r\n".encode())
+            assert sock.recv(100).startswith(b"HTTP/1.1 100 ")  # sent once the replay reads the body
+            sock.sendall(b'{"jsonrpc":')
+            assert replayer.stop(signal.SIGINT) == 0
+            while sock.recv(65536):  # the connection is closed
+                pass
+    finally:
+        replayer.stop(signal.SIGKILL)
+    said = replayer.rest_of_stderr()
+    assert "Traceback" not in said and "Exception in ASGI application" not in said, said

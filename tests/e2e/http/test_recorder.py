@@ -273,6 +273,65 @@ def test_a_2025_03_26_batch_is_recorded_as_a_batch(everything_http: str, record:
     assert answered  # whatever the server made of it, its answer is recorded too
 
 
+def test_an_empty_post_is_recorded_and_replayed_as_the_server_answered_it(
+    everything_http: str, record: Callable[..., Recorder]
+) -> None:
+    """A POST without a body gets the recorded server's answer on replay, not one of the replay's own."""
+    recorder = record(everything_http)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        session = RawSession(client, recorder.url)
+        live = client.post(recorder.url, content=b"", headers=session.headers(**{"Content-Type": "application/json"}))
+    cassette = recorder.stop()
+    [frames] = [f for f in channels(cassette).values() if request_head(f)["method"] == "POST" and f[1].kind is Kind.RAW]
+    assert frames[1].payload == b"" and response_head(frames)["status"] == live.status_code == 400
+
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as client:
+        replayed = RawSession(client, server.url)
+        again = client.post(server.url, content=b"", headers=replayed.headers(**{"Content-Type": "application/json"}))
+    assert (again.status_code, again.json()) == (live.status_code, live.json())
+    assert server.clean, server.report_lines
+
+
+def test_a_client_that_stops_mid_body_is_recorded_as_its_disconnect_not_an_upstream_error(
+    everything_http: str, record: Callable[..., Recorder]
+) -> None:
+    """The exchange was left with its end alone (no request head), said to be the upstream's failure."""
+    recorder = record(everything_http)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        session = RawSession(client, recorder.url)
+        with socket.create_connection(("127.0.0.1", int(recorder.url.split(":")[2].split("/")[0])), timeout=TIMEOUT) as sock:
+            sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         f"Mcp-Session-Id: {session.session}\r\nContent-Length: 100\r\n\r\n{{\"json".encode())
+        session.post(session.request("tools/list", {}))
+    cassette = recorder.stop()
+    assert "upstream error" not in recorder.process.rest_of_stderr()
+    check_channel_shape(cassette)
+    [cut] = [frames for frames in channels(cassette).values() if frames[-1].info["reason"] == "client_disconnect"]
+    assert kinds(cut) == [Kind.HTTP_REQUEST, Kind.STREAM_END]
+    assert header(request_head(cut), "Content-Length") == "100"
+
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as client:
+        replayed = RawSession(client, server.url)
+        assert "tools" in replayed.post(replayed.request("tools/list", {})).text
+    assert server.clean, server.report_lines
+
+
+def test_streams_still_open_when_the_recorder_is_stopped_are_not_said_to_be_upstream_errors(
+    everything_http: str, record: Callable[..., Recorder]
+) -> None:
+    """The recorder cuts them as it stops; each was said as "upstream error ... incomplete chunked read"."""
+    recorder = record(everything_http)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        session = RawSession(client, recorder.url)
+        with client.stream("GET", recorder.url, headers=session.headers(Accept="text/event-stream")) as stream:
+            assert stream.status_code == 200
+            cassette = recorder.stop()
+    said = recorder.process.rest_of_stderr()
+    assert "upstream error" not in said and "Traceback" not in said, said
+    [get] = [frames for frames in channels(cassette).values() if request_head(frames)["method"] == "GET"]
+    assert kinds(get) == [Kind.HTTP_REQUEST, Kind.HTTP_RESPONSE, Kind.STREAM_END]
+
+
 # --- secrets -------------------------------------------------------------------------------------
 
 

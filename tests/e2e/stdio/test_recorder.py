@@ -178,6 +178,25 @@ def test_a_client_that_stops_reading_is_still_recorded(record: Record) -> None:
     assert cassette.frames[-1].info == {"code": 0, "signal": None}
 
 
+def test_a_process_the_server_left_holding_its_pipes_does_not_keep_the_recorder(record: Record) -> None:
+    """A server may start a process that inherits its stdout and stderr and outlives it (a worker,
+    a daemon): the recorder ends with the server, with all the server wrote, not with that process."""
+    session, cassette_path = record([*PEER, "orphan"])
+    try:
+        assert session.finish() == 5
+    finally:
+        held = int(session.stderr.split()[-1]) if session.stderr.startswith(b"started ") else None
+        if held is not None:
+            os.kill(held, signal.SIGKILL)
+    said = b'{"jsonrpc":"2.0","method":"orphan","params":{"pid":%d}}\n{"partial' % held
+    assert bytes(session.received) == said and session.stderr == b"started %d\n" % held
+
+    cassette = load(cassette_path)
+    assert cassette.warnings == []
+    assert wire(cassette, S2C) == said and wire(cassette, S2C, (Kind.STDERR,)) == session.stderr
+    assert [frame.info for frame in of_kind(cassette, Kind.EXIT)] == [{"code": 5, "signal": None}]
+
+
 # --- a recorder killed mid-session -----------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tapes.cassette.frames import Kind
 from tapes.cassette.http_framer import HttpFramer
 from tapes.cassette.redact import VOLATILE, RedactionRules, Redactor
 
@@ -25,3 +26,15 @@ def test_endpoint_events_name_their_session_and_one_whose_url_does_not_parse_nam
                                   b"event: endpoint\ndata: /messages/?session_id=b\n\n")
     assert [frame.shown_payload for frame in events] == [b"http://[::1/messages?sessionId=a", b"/messages/?session_id=b"]
     assert framer.sessions == ["b"]
+
+
+def test_an_empty_post_body_is_kept_as_raw_and_a_get_has_no_body() -> None:
+    """A replay matches a POST by its body: without a frame for an empty one, it had nothing to
+    match, and answered what the recorded server had answered with an error of its own."""
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    posted = framer.request(0.0, 1, "POST", "/mcp", [("Content-Type", "application/json")], b"")
+    opened = framer.request(0.1, 2, "GET", "/mcp", [("Accept", "text/event-stream")], b"")
+    assert [(frame.kind, frame.data) for frame in posted] == [(Kind.HTTP_REQUEST, None), (Kind.RAW, b"")]
+    assert [frame.kind for frame in opened] == [Kind.HTTP_REQUEST]
+    cut = framer.request(0.2, 3, "POST", "/mcp", [("Content-Length", "100")], None)  # the client stopped sending it
+    assert [frame.kind for frame in cut] == [Kind.HTTP_REQUEST]
