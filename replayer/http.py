@@ -80,7 +80,7 @@ from tapes.replay.streams import (
 )
 from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin
-from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client
+from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, without_meta
 from tapes.wire.sse import is_event_stream
 from tapes.wire.text import is_digits
 
@@ -169,7 +169,7 @@ class _Session:
         if recorded is None or not isinstance(message, dict) or recorded.get("method") != message.get("method"):
             return False
         if exactly:
-            return _without_meta(recorded.get("params")) == _without_meta(message.get("params"))
+            return without_meta(recorded.get("params")) == without_meta(message.get("params"))
         return control.matcher.matches(recorded, message)
 
     def takes_on(self, request: dict[str, Any], control: ReplayControl) -> bool:
@@ -778,10 +778,6 @@ def _target(request: Request) -> str:
     query = request.scope.get("query_string", b"")
     return request.scope.get("raw_path", request.scope["path"].encode()).decode("latin-1") + (
         f"?{query.decode('latin-1')}" if query else "")
-
-
-def _without_meta(params: Any) -> Any:
-    return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
 
 
 def _too_large(limit: int) -> Response:

@@ -18,7 +18,7 @@ from tapes.cassette.store import Cassette
 from tapes.errors import UserError
 from tapes.wire.eras import HANDSHAKE_DONE, HANDSHAKE_METHOD
 from tapes.wire.http import header, legacy_session_id
-from tapes.wire.jsonrpc import MessageType, classify
+from tapes.wire.jsonrpc import MessageType, classify, without_meta
 
 SESSION_HEADER = "mcp-session-id"
 # What a client sends to open a session and check it is alive; None stands for its answers.
@@ -61,8 +61,7 @@ def _opening(messages: Sequence[Frame]) -> tuple[str, Any] | None:
     """How a session was opened: its first request's method and params, `_meta` aside."""
     for frame in messages:
         if frame.from_client and classify(frame.message) is MessageType.REQUEST:
-            params = frame.message.get("params")
-            return frame.message["method"], {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
+            return frame.message["method"], without_meta(frame.message.get("params"))
     return None
 
 

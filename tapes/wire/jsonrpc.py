@@ -417,6 +417,11 @@ def meta_of(message: dict[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def without_meta(params: Any) -> Any:
+    """Params with their `_meta` left out (per-request stamps, not what is asked)."""
+    return {k: v for k, v in params.items() if k != "_meta"} if isinstance(params, dict) else params
+
+
 def id_member(members: dict[str, Any], name: str) -> str | int | None:
     """The id (a requestId, progressToken, subscription id) a recorded message names in `members`, None
     when it names none MCP allows (see `usable_id`): a recorded message was never checked as a live
