@@ -232,8 +232,8 @@ class AuthFlow:
                     mcp_origins.append(origin)
             recorded_origin = next(iter(mcp_origins), None) or next((o for o in origins.values() if o), None)
             if recorded_origin is not None:  # the MCP server under another case or loopback name is itself
-                server = recorded_origin
-                origins = {channel: server if o is not None and same_server(o, server) else o for channel, o in origins.items()}
+                origins = {channel: recorded_origin if o is not None and same_server(o, recorded_origin) else o
+                           for channel, o in origins.items()}
         on_server = {channel for channel, origin in origins.items() if origin in (recorded_origin, None)}
         mcp = mcp_paths([frame for frame in frames if frame.channel in on_server])
         flow_channels: dict[str, AuthExchange] = {}
