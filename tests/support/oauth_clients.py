@@ -147,14 +147,23 @@ def ts_oauth_session(url: str) -> dict[str, Any]:
 
 
 # The user's browser for mcp-remote: it opens the authorization URL, which the test server approves
-# at once, and follows the redirect to mcp-remote's callback server, as a browser would.
+# at once, and follows the redirect to mcp-remote's callback server, as a browser would. mcp-remote
+# opens the browser before its callback server listens (a person is slower than that): the
+# callback is tried again while its port refuses, for up to 20 s.
 _BROWSER = """
-import sys, httpx
+import sys, time, httpx
 authorization = httpx.get(sys.argv[1])
 assert authorization.status_code in (302, 303, 307), authorization
 with open(sys.argv[0] + ".redirects", "a") as redirects:
     print(authorization.headers["location"], file=redirects)
-httpx.get(authorization.headers["location"]).raise_for_status()
+for attempt in range(200):
+    try:
+        httpx.get(authorization.headers["location"]).raise_for_status()
+        break
+    except httpx.ConnectError:
+        time.sleep(0.1)
+else:
+    sys.exit("mcp-remote's callback server never listened")
 """
 
 
