@@ -109,7 +109,7 @@ class _QuietDrops(logging.Filter):
 class _Session:
     """One live session played from one recorded session: its replay session, and the stream logs
     of its exchanges. `live_id` is the session id the live client uses: the recorded one, or, for
-    a recorded session served again (`--repeats allow`) or one played on from another live session
+    a recorded session served again (every one opened alike was played) or one played on from another live session
     (see `continue_in`), another that stays unique."""
 
     def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False,
@@ -553,9 +553,10 @@ class HttpReplayer:
         one opened the same way (its engine names what differed). A legacy session opens with a
         GET, whose head is all it says: the recorded sessions the same client program (User-Agent)
         opened go in recorded order, then the others, those that did more than open first.
-        When all of them are taken: under --repeats allow a fresh copy of the best one, served
-        from its start; otherwise an error naming it, counted as unmatched. None: no recorded
-        session opens this way."""
+        When all of them are taken, a fresh copy of the best one, served from its start (a client
+        may open a session per step, or a throwaway one first), reported as adapted; under
+        --repeats strict-order an error naming it, counted as unmatched. None: no recorded session
+        opens this way."""
         control = self._control
         recorded = [s for s in self._originals if s.recorded_id and s.opening_method == method]
         # past the first choices, a session that did more than open goes first (see `only_opened`)
@@ -574,17 +575,19 @@ class HttpReplayer:
             free.claimed = True
             return free
         best = pool[0]
-        if control.repeats is Repeats.ALLOW:
+        summary = f"{opening['method']} id {opening['id']!r}" if opening is not None else f"{method} (a new session)"
+        if control.repeats is not Repeats.STRICT:
             self._served_again += 1
             copy = _Session(best.recorded, control, self.options.new_episodes is not None,
                             live_id=f"{best.recorded_id}-again-{self._served_again}")
             copy.claimed = True
             self._sessions.append(copy)
             self._live[copy.live_id] = copy
+            self._adapted.append(f"{summary}: served recorded session {best.recorded_id} again from its start "
+                                 "(every recorded session opened this way was already played)")
             return copy
         reason = (f"every recorded session that opens this way was already played (session {best.recorded_id}); "
-                  "--repeats allow serves it again from its start")
-        summary = f"{opening['method']} id {opening['id']!r}" if opening is not None else f"{method} (a new session)"
+                  "without --repeats strict-order it is served again from its start")
         best.engine.note_unmatched(summary, reason)
         if opening is None:
             return _error(409, f"Conflict: {reason}")

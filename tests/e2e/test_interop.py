@@ -38,7 +38,6 @@ from tests.support.interop import (
     record,
     replay,
     run_client,
-    served_again,
 )
 from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
@@ -105,7 +104,7 @@ def test_replay_gives_each_client_what_the_live_server_gives_it(
     cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
 ) -> None:
     tape = cassette(recorder, transport, server)
-    replayed = replay(replayer, server, transport, tape, *served_again(replayer, transport))
+    replayed = replay(replayer, server, transport, tape)
 
     assert replayed.result == baseline(replayer, transport, server)
     if transport == STDIO:
@@ -141,7 +140,7 @@ def test_a_session_mcp_remote_recorded_replays_to_it_with_the_default_options(
     transport: str, cassette: Callable[[str, str, str], Path], baseline: Callable[[str, str, str], dict[str, Any]],
 ) -> None:
     """mcp-remote as the recording client: the cassette holds the sessions it opens before its
-    host's (see `served_again`), so the replay needs no --repeats to serve it again.
+    host's, so the replay does not need to serve it again.
 
     Another client gets the session that did the work, not those opened before it to check the
     connection: over Streamable HTTP their initialize matches its own as well, and over legacy

@@ -18,7 +18,7 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
-from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, run_client, served_again, stable, supergateway_serving
+from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, run_client, stable, supergateway_serving
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT
 
@@ -60,7 +60,7 @@ def served_the_recorded_tools(replayed: Replayed, cassette: Path, transport: str
 @pytest.mark.parametrize(("transport", "name", "client"), CELLS)
 def test_a_client_unlike_the_recorded_one_gets_the_recorded_tools(transport: str, name: str, client: str, tmp_path: Path) -> None:
     cassette = CASSETTES / f"{name}.tape"
-    replayed = replay(client, "tools", transport, cassette, *served_again(client, transport), probe=True,
+    replayed = replay(client, "tools", transport, cassette, probe=True,
                       report=tmp_path / "report.json")
 
     adapted = served_the_recorded_tools(replayed, cassette, transport)
@@ -136,10 +136,11 @@ def test_a_stateless_era_cassette_serves_every_client(transport: str, name: str,
 ])
 def test_mcp_remote_bridges_a_stdio_host_to_an_http_replay(name: str, transport: str, strategy: str) -> None:
     """A host that speaks only stdio reaches `tapes replay --http` through mcp-remote, which looks
-    for OAuth metadata and opens sessions of its own before its host's (see `served_again`): the
-    host gets the recorded tools, with nothing unmatched."""
+    for OAuth metadata and opens sessions of its own before its host's (the replay serves the
+    recorded session again to each after the first): the host gets the recorded tools, with
+    nothing unmatched."""
     cassette = CASSETTES / f"{name}.tape"
-    replayed = replay(f"remote:{strategy}", "tools", transport, cassette, *served_again("remote", transport))
+    replayed = replay(f"remote:{strategy}", "tools", transport, cassette)
 
     [step] = replayed.result["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))

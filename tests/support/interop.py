@@ -572,16 +572,6 @@ def record(client: str, scenario: str, transport: str, live: LiveServers, server
         assert recorder.stop(signal.SIGINT) == 0, recorder.rest_of_stderr()
 
 
-def served_again(client: str, transport: str) -> list[str]:
-    """The replay options a client needs that opens more sessions than the recorded client did:
-    over HTTP the Inspector runs each step in a session of its own, and mcp-remote opens sessions
-    before its host's (over Streamable HTTP a throwaway one that tests the connection; over
-    legacy SSE each GET that looks for an auth challenge opens one). Each after the first finds
-    the recorded session used, and is served it again from its start."""
-    repeating = client.startswith(("inspector", "remote"))
-    return ["--repeats", "allow"] if repeating and transport != STDIO else []
-
-
 @dataclass
 class Replayed:
     result: dict[str, Any]
