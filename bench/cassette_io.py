@@ -1,6 +1,6 @@
 """Cassette I/O speed: write N frames with CassetteWriter, then `load` them back.
 
-    python bench/cassette_io.py [--frames 1000000] [--dir DIR]
+    python bench/cassette_io.py [--frames 1000000] [--dir DIR] [--rounds 5]
 
 Each phase runs in its own subprocess so its peak RSS (ru_maxrss) is its own. The frames are
 small, realistic MCP stdio traffic of mixed kinds. "write/frame" calls `write()` once per frame
@@ -9,7 +9,9 @@ small, realistic MCP stdio traffic of mixed kinds. "write/frame" calls `write()`
 msgpack alone on the same frames (packing the prebuilt v1 maps; iterating an Unpacker over a
 file of v1 maps, cyclic GC off): what the v1 layout cost before a single frame was built, so
 "x floor" says what the cassette code costs against it, whatever the machine's speed.
-"load/v2 floor" is msgpack alone on the v2 file that `load` reads (positional arrays).
+"load/v2 floor" is msgpack alone on the v2 file that `load` reads (positional arrays). The three
+loads run --rounds times each, in turn, and each row shows its median run: one run of a load
+swings by 10-20 % on a shared machine.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None, help="Where to put the cassette (default: a temp dir).")
+    parser.add_argument("--rounds", type=int, default=5, help="Runs of each load phase; the median is shown.")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -125,17 +128,20 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "bench.tape"
-        rows = {}
-        for phase in ("write/floor", "write/frame", "write/batch", "load/floor", "load/v2 floor", "load"):
+        runs: dict[str, list[dict[str, Any]]] = {}
+        writes, loads = ("write/floor", "write/frame", "write/batch"), ("load/floor", "load/v2 floor", "load")
+        # the loads alternate, round after round: a machine's drift reaches each of them alike
+        for phase in (*writes, *loads * args.rounds):
             out = subprocess.run(
                 [sys.executable, __file__, "--phase", phase, "--path", str(path), "--frames", str(args.frames)],
                 check=True, capture_output=True, text=True,
             ).stdout
-            rows[phase] = json.loads(out)
+            runs.setdefault(phase, []).append(json.loads(out))
+        rows = {phase: sorted(results, key=lambda r: r["seconds"])[len(results) // 2] for phase, results in runs.items()}
         size_mb, v1_mb = path.stat().st_size / 1e6, path.with_suffix(".v1").stat().st_size / 1e6
 
     print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB ({size_mb * 1e6 / args.frames:.0f} B/frame; "
-          f"{v1_mb:.1f} MB as v1 maps)")
+          f"{v1_mb:.1f} MB as v1 maps); loads: the median of {args.rounds} alternating runs")
     columns = ("seconds", "x floor", "frames/s", "µs/frame", "RSS before", "RSS peak")
     print(f"{'phase':<13}", *(f"{name:>{width}}" for name, width in zip(columns, (8, 8, 11, 9, 11, 9))))
     for phase, r in rows.items():

@@ -223,7 +223,7 @@ class _Session:
             if alias is None:
                 moved.append(action)
             elif action.frame.kind is not Kind.HTTP_RESPONSE:
-                moved.append(replace(action, frame=replace(action.frame, channel=alias)))
+                moved.append(replace(action, frame=action.frame._replace(channel=alias)))
         return moved
 
     def repeat_copy(self, reception: Reception) -> tuple[str, Reception]:
@@ -235,7 +235,7 @@ class _Session:
         self._copies += 1
         copy = f"{reception.channel}~{self._copies}"
         moved = [
-            Action(replace(action.frame, channel=copy), action.payload, action.gap)
+            Action(action.frame._replace(channel=copy), action.payload, action.gap)
             if action.frame.channel == reception.channel else action
             for action in reception.actions[: reception.repeated]
         ]

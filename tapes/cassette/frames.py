@@ -20,9 +20,9 @@ named "http:N", numbered from 1 in the order the requests arrived, and holds, in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from tapes.wire.jsonrpc import encode, wire_form
 
@@ -57,14 +57,18 @@ def http_channel(exchange: int) -> str:
     return f"http:{exchange}"
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):
     """One wire event.
 
     `message` is the parsed JSON-RPC value of a MESSAGE frame. `data` is bytes exactly as seen:
     the payload of RAW and STDERR frames, and of a MESSAGE frame only when the canonical encoding
     of `message` would not reproduce them. `info` carries kind-specific context (HTTP heads, SSE
     fields, stream-end reason, exit status; `partial` for a stdio line cut off by the end of its stream or of the recording).
+
+    A named tuple, not a dataclass: a loader builds millions of them, and a tuple is made in C
+    (`tuple.__new__`) where a dataclass runs a Python `__init__`. `frame._replace(...)` gives a
+    changed copy; `dataclasses.replace` also works (see `_as_dataclass`), as hooks written when
+    this was a dataclass call it.
     """
 
     seq: int
@@ -102,3 +106,17 @@ class Frame:
     @property
     def partial(self) -> bool:
         return bool(self.info and self.info.get("partial"))
+
+
+def _as_dataclass() -> None:
+    """Make `dataclasses.replace`, `fields` and `asdict` take a Frame: before-record hooks (and the
+    README's example) call `dataclasses.replace(frame, ...)`. Those functions find a dataclass by
+    its `__dataclass_fields__`; a Frame's are those of a dataclass of the same fields, and
+    `replace` then calls Frame(**fields), which a named tuple takes."""
+    defaults = Frame._field_defaults
+    twin = make_dataclass("Frame", [(name, Frame.__annotations__[name], field(default=defaults[name]))
+                                    if name in defaults else (name, Frame.__annotations__[name]) for name in Frame._fields])
+    Frame.__dataclass_fields__ = twin.__dataclass_fields__  # type: ignore[attr-defined]
+
+
+_as_dataclass()

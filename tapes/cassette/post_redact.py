@@ -118,7 +118,7 @@ def _redacted_frame(frame: Frame, redactor: Redactor, note: Any, content_types: 
                 note(f"json {path}", frame.seq, new if isinstance(new, str) else None)
             changes["message"] = message
             changes["data"] = None  # the verbatim bytes held the secret too
-    return dataclasses.replace(frame, **changes) if changes else frame
+    return frame._replace(**changes) if changes else frame
 
 
 def _new_placeholders(old: str, new: str) -> set[str]:

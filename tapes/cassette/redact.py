@@ -198,7 +198,7 @@ class Redactor:
             if frame.message is not None:
                 message, changed = self.message(frame.message)
                 if changed:
-                    frame = replace(frame, message=message, data=None)
+                    frame = frame._replace(message=message, data=None)
             redacted.append(frame)
         return redacted
 

@@ -31,7 +31,7 @@ import stat
 import sys
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
@@ -190,10 +190,9 @@ KIND_CODES = (
 _DIRECTION_NUMBER = {d: n for n, d in enumerate(DIRECTION_CODES)}
 _KIND_NUMBER = {k: n for n, k in enumerate(KIND_CODES)}
 
-# Frame is frozen, so its generated __init__ pays one object.__setattr__ per field: that was
-# the largest cost of loading a big cassette. Loaded frames are built as this mutable twin with
-# the very same slots, then retyped; what comes out is an ordinary, immutable Frame.
-_MutableFrame = make_dataclass("_MutableFrame", [f.name for f in fields(Frame)], slots=True)
+# Loaded frames are made by tuple.__new__, in C: Frame(...) runs namedtuple's Python __new__,
+# which was the largest cost of loading a big cassette.
+_new_tuple = tuple.__new__
 
 
 def frame_record(frame: Frame) -> dict[str, Any]:
@@ -254,9 +253,7 @@ def _checked(seq: Any, t: Any, direction: Direction, channel: Any, kind: Kind, m
     problem = frame_problem(seq, t, channel, kind, message, data, info)
     if problem:
         raise ValueError(problem)
-    frame = _MutableFrame(seq, t, direction, channel, kind, message, data, info)
-    frame.__class__ = Frame
-    return frame  # type: ignore[return-value]
+    return _new_tuple(Frame, (seq, t, direction, channel, kind, message, data, info))
 
 
 def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data: Any, info: Any) -> str | None:
@@ -615,12 +612,17 @@ def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Loading (and indexing what was loaded) makes millions of acyclic containers; the cyclic collector would scan them again
-    and again as they pile up (it doubled the load time) and could free none of them."""
+    and again as they pile up (it doubled the load time) and could free none of them. What was made goes to the
+    collector's oldest generation when the pause ends (`freeze` then `unfreeze` puts every object there): left young,
+    the next young collection, and the one after it in the middle generation, traverse all of it (1.4 s after a
+    million frames were loaded), and would find nothing to free. Collected in full collections, as old objects are."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if enabled:
             gc.enable()
 
@@ -791,10 +793,11 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
     """The hot loop of loading: the common frame is checked inline, and anything unusual goes
     through `frame_problem` (which also names what is wrong)."""
     count = 0
-    channels: list[str] = []
-    directions, kinds = DIRECTION_CODES, KIND_CODES
+    channels: dict[int, str] = {}  # by number, as the file numbers them
+    # Looked up by value: 1.0 or True would find 1 too, and make the same frame as 1 does.
+    directions, kinds = dict(enumerate(DIRECTION_CODES)), dict(enumerate(KIND_CODES))
     message_kind, stderr_kind, raw_kind = Kind.MESSAGE, Kind.STDERR, Kind.RAW
-    mutable, frame_class, isfinite = _MutableFrame, Frame, math.isfinite
+    new, frame_class, isfinite = _new_tuple, Frame, math.isfinite
     id_types, params_types = ID_TYPES, PARAMS_TYPES
     try:
         for _ in _fed(file, unpacker):
@@ -813,18 +816,18 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
                     message = data = info = None
                 else:
                     raise _BadFrame("it is not an array of 5 to 8 fields")
-                if type(direction) is not int or type(kind) is not int or not 0 <= direction < 2 or not 0 <= kind < 8:
-                    raise _BadFrame(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown")
-                direction, kind = directions[direction], kinds[kind]
-                if type(channel) is int:
-                    if not 0 <= channel < len(channels):
-                        raise _BadFrame(f"its channel number {channel} was never named")
+                try:
+                    direction, kind = directions[direction], kinds[kind]
+                except (KeyError, TypeError):
+                    raise _BadFrame(f"its direction {direction!r:.20} or kind {kind!r:.20} is unknown") from None
+                try:
                     channel = channels[channel]
-                elif type(channel) is str:
-                    channel = sys.intern(channel)
-                    channels.append(channel)
-                else:
-                    raise _BadFrame("its channel is not a string")
+                except (KeyError, TypeError):
+                    if type(channel) is not str:
+                        problem = "its channel is not a string" if type(channel) is not int else \
+                            f"its channel number {channel} was never named"
+                        raise _BadFrame(problem) from None
+                    channel = channels[len(channels)] = sys.intern(channel)
                 # The common frames, a subset of what `frame_problem` accepts: a request, notification,
                 # result or error (verbatim bytes or not); a stderr or raw line.
                 if type(seq) is int and type(t) is float and isfinite(t) and info is None and (
@@ -836,8 +839,7 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
                                                  and type(error.get("code")) is int and type(error.get("message")) is str))))
                     or ((kind is stderr_kind or kind is raw_kind) and message is None and type(data) is bytes)
                 ):  # fmt: skip
-                    frame = mutable(seq, t, direction, channel, kind, message, data, info)
-                    frame.__class__ = frame_class
+                    frame = new(frame_class, (seq, t, direction, channel, kind, message, data, info))
                 else:
                     try:
                         frame = _checked(seq, t, direction, channel, kind, message, data, info)

@@ -9,7 +9,6 @@ those it did not, so the next run replays the old interactions and the new ones.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -186,10 +185,10 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame], replaced:
     duration = episode[-1].t - episode[0].t
     moved = [
         *before,
-        *(dataclasses.replace(frame, t=frame.t + shift) for frame in episode),
-        *(dataclasses.replace(frame, t=frame.t + duration) for frame in after),
+        *(frame._replace(t=frame.t + shift) for frame in episode),
+        *(frame._replace(t=frame.t + duration) for frame in after),
     ]
-    renumbered = [dataclasses.replace(frame, seq=seq) for seq, frame in enumerate(moved, start=1)]
+    renumbered = [frame._replace(seq=seq) for seq, frame in enumerate(moved, start=1)]
     return Cassette(cassette.header, renumbered, list(cassette.warnings))
 
 
@@ -236,7 +235,7 @@ def http_episode(recording: Cassette, warm_up_posts: int, session_id: str | None
                                             for name, value in info["headers"]]}
             if "path" in info and issued_legacy is not None:
                 info = {**info, "path": info["path"].replace(f"={issued_legacy}", f"={session_id}")}
-        out.append(dataclasses.replace(frame, channel=channels[frame.channel], info=info))
+        out.append(frame._replace(channel=channels[frame.channel], info=info))
     return out
 
 

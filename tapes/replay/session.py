@@ -148,7 +148,7 @@ class ReplaySession:
             self._faults.fire(fault)
             if fault.action is FaultAction.ERROR:
                 error = {"jsonrpc": "2.0", "id": answered, "error": {"code": fault.code, "message": fault.message}}
-                out.append(dataclasses.replace(action, frame=dataclasses.replace(frame, message=error, data=None),
+                out.append(dataclasses.replace(action, frame=frame._replace(message=error, data=None),
                                                payload=encode(error)))
             elif fault.action is FaultAction.DELAY:
                 out.append(dataclasses.replace(action, hold=action.hold + fault.seconds))
@@ -163,7 +163,7 @@ class ReplaySession:
                 out.append(Action(cut, b""))
                 self._silenced.add(frame.channel)
                 if frame.channel == STDIO:
-                    out.append(Action(dataclasses.replace(cut, kind=Kind.EXIT, info={"code": 1, "signal": None}), b""))
+                    out.append(Action(cut._replace(kind=Kind.EXIT, info={"code": 1, "signal": None}), b""))
         return out
 
 
