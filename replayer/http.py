@@ -79,7 +79,7 @@ from tapes.replay.streams import (
     sse_bytes,
 )
 from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
-from tapes.wire.http import header, legacy_session_id, moved_to_origin
+from tapes.wire.http import header, legacy_session_id, moved_to_origin, utf8_header
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, without_meta
 from tapes.wire.sse import is_event_stream
 from tapes.wire.text import is_digits
@@ -474,6 +474,8 @@ class HttpReplayer:
 
     async def _get(self, request: Request, session: _Session) -> Response:
         last_event_id = request.headers.get("last-event-id")
+        if last_event_id is not None:
+            last_event_id = utf8_header(last_event_id)
         target = _target(request)
         reception = session.replay.open("GET", target, last_event_id)
         channel = reception.channel
@@ -533,7 +535,10 @@ class HttpReplayer:
         asked = message.get("method") if isinstance(message, dict) else request.method
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
             return sessionless
-        return _error(400, "Bad Request: Mcp-Session-Id header is required")
+        if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._originals):
+            return _error(400, "Bad Request: Mcp-Session-Id header is required")
+        return _error(400, "Bad Request: no session named: a legacy HTTP+SSE client posts to the URL its SSE stream's "
+                           "endpoint event gave, which carries the session id")
 
     def _continuation(self, session: _Session, message: Any) -> _Session | None:
         """For a live request its Streamable HTTP session's recording lacks: a recorded session no

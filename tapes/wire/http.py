@@ -26,6 +26,16 @@ def header(fields: HeaderFields | None, name: str) -> str | None:
     return next((value for key, value in fields or () if key.lower() == lowered), None)
 
 
+def utf8_header(value: str) -> str:
+    """A header value as the UTF-8 text a client sent, where the server decoded its bytes as
+    latin-1 (ASGI servers do): an SSE event id is UTF-8 text, and a client resuming echoes it in
+    Last-Event-ID as it got it. Bytes that are no UTF-8 stay as latin-1 read them."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
 def moved_to_origin(url: str, old_origin: str | None, new_origin: str) -> str:
     """`url` with `old_origin` (scheme://host:port) replaced by `new_origin` when it is an absolute
     URL on `old_origin`; a relative URL, or one on another origin, is returned as it is."""

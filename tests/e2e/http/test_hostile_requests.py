@@ -62,6 +62,8 @@ def test_hostile_requests_get_a_status_and_a_json_rpc_error_and_the_replay_goes_
             "a Last-Event-ID never issued": client.get(url, headers={**session, "Last-Event-ID": "never-issued"}),
             "an enormous Last-Event-ID": client.get(url, headers={**session, "Last-Event-ID": "9" * 60_000}),
             "a session id that is no UTF-8": client.get(url, headers={**session, "Mcp-Session-Id": b"\xe9\xff"}),
+            "a Last-Event-ID in UTF-8": client.get(url, headers={**session, "Last-Event-ID": "évent-1".encode()}),
+            "a Last-Event-ID that is no UTF-8": client.get(url, headers={**session, "Last-Event-ID": b"\xe9\xff"}),
         }
         expected = {"GET before initialize": (400, "Mcp-Session-Id header is required"),
                     "PUT": (405, "Method Not Allowed: PUT"), "PATCH": (405, "Method Not Allowed: PATCH"),
@@ -71,7 +73,10 @@ def test_hostile_requests_get_a_status_and_a_json_rpc_error_and_the_replay_goes_
                     "an enormous version": (400, "unsupported MCP-Protocol-Version"),
                     "a Last-Event-ID never issued": (400, "Last-Event-ID 'never-issued' names no event of this session"),
                     "an enormous Last-Event-ID": (400, "names no event of this session"),
-                    "a session id that is no UTF-8": (404, "session not found")}
+                    "a session id that is no UTF-8": (404, "session not found"),
+                    # named as the client wrote it (its bytes read as UTF-8, not latin-1), or as latin-1 reads them
+                    "a Last-Event-ID in UTF-8": (400, "Last-Event-ID 'évent-1' names no event"),
+                    "a Last-Event-ID that is no UTF-8": (400, "Last-Event-ID 'éÿ' names no event")}
         for what, response in refused.items():
             status, named = expected[what]
             assert response.status_code == status, (what, response.status_code, response.text)
@@ -176,3 +181,17 @@ def test_a_client_still_sending_its_body_when_the_replay_stops_is_cut_without_a_
         replayer.stop(signal.SIGKILL)
     said = replayer.rest_of_stderr()
     assert "Traceback" not in said and "Exception in ASGI application" not in said, said
+
+
+def test_a_legacy_post_that_names_no_session_is_told_where_to_post() -> None:
+    recorded = load(ROOT / "cassettes" / "everything-sse-2024-11-05.tape")
+    endpoint = next(frame for frame in recorded.frames if (frame.info or {}).get("event") == "endpoint")
+    message_path = urlsplit(endpoint.payload.decode()).path
+    initialize = next(frame.payload for frame in recorded.frames if frame.from_client and frame.kind is Kind.MESSAGE)
+    with replay_server(recorded) as server:
+        base = server.url.removesuffix(urlsplit(server.url).path)
+        answer = httpx.post(base + message_path, content=initialize, timeout=TIMEOUT,
+                            headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == ("Bad Request: no session named: a legacy HTTP+SSE client posts to "
+                                                 "the URL its SSE stream's endpoint event gave, which carries the session id")
