@@ -195,3 +195,27 @@ def test_a_legacy_post_that_names_no_session_is_told_where_to_post() -> None:
     assert answer.status_code == 400
     assert answer.json()["error"]["message"] == ("Bad Request: no session named: a legacy HTTP+SSE client posts to "
                                                  "the URL its SSE stream's endpoint event gave, which carries the session id")
+
+
+def test_a_stream_resumes_from_an_event_id_that_is_not_ascii() -> None:
+    # the same recording, with every event id made non-ASCII: a client echoes an id in
+    # Last-Event-ID as the UTF-8 it got on the stream
+    recorded = load(CASSETTE)
+    frames = [frame._replace(info={**frame.info, "id": f"é-{frame.info['id']}"})
+              if frame.kind is Kind.SSE_EVENT and (frame.info or {}).get("id") else frame for frame in recorded.frames]
+    client_messages = [frame.payload for frame in frames if frame.from_client and frame.kind is Kind.MESSAGE]
+    initialize = next(message for message in client_messages if b'"initialize"' in message)
+    initialized = next(message for message in client_messages if b'"notifications/initialized"' in message)
+    echo = next(message for message in client_messages if b'"echo"' in message)
+    with replay_server(dataclasses.replace(recorded, frames=frames)) as server, httpx.Client(timeout=TIMEOUT) as client:
+        opened = client.post(server.url, content=initialize, headers=ACCEPT)
+        session = {**ACCEPT, "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        assert client.post(server.url, content=initialized, headers=session).status_code == 202
+        with client.stream("POST", server.url, content=echo, headers=session) as cut:
+            event_id = next(line for line in cut.iter_lines() if line.startswith("id: ")).removeprefix("id: ")
+        # the client dropped the stream after its first event: it resumes there
+        resumed = client.get(server.url, headers={**session, "Accept": "text/event-stream",
+                                                  "Last-Event-ID": event_id.encode()})
+    assert event_id.startswith("é-")
+    assert resumed.status_code == 200, resumed.text
+    assert '"result"' in resumed.text and "Echo: " in resumed.text
