@@ -41,7 +41,7 @@ from starlette.types import Receive, Scope, Send
 from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import Frame, Kind
-from tapes.cassette.store import Cassette, load, replace_file
+from tapes.cassette.store import Cassette, gc_paused, load, replace_file
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, splice
@@ -63,7 +63,8 @@ from tapes.replay.http_rules import (
     stream_only_refusal,
     version_problem,
 )
-from tapes.replay.engine import Repeats
+from tapes.replay.engine import ReplayEngine, Repeats
+from tapes.replay.index import check_replayable
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.oauth import AuthFlow
@@ -134,10 +135,7 @@ class _Session:
         `replay`, its replay so far."""
         self.recorded = recorded
         self.recorded_id = recorded.session_id
-        fresh = replay is None
-        self.replay = replay or ReplaySession(recorded.frames, self._control, may_hand_over=self._may_hand_over,
-                                              name=name)
-        self.engine = self.replay.engine
+        self._replay, self._name = replay, name
         heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
         self.opening_method = heads[0].get("method") if heads else None
         # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
@@ -154,8 +152,21 @@ class _Session:
         # what a live session is matched by: the first request the recorded client sent (initialize)
         self.first_request = requests[0] if requests else None
         self.work = [m for m in requests if not only_opened([m["method"]])]  # the requests past the opening
-        if fresh:
-            self.perform(self.replay.start())
+
+    @property
+    def replay(self) -> ReplaySession:
+        """The session's replay, made when first needed: a cassette of thousands of sessions is
+        served as soon as it is read (and checked: `check_replayable`), and each session is
+        indexed when a client opens it, or for the summary."""
+        if self._replay is None:
+            self._replay = ReplaySession(self.recorded.frames, self._control, may_hand_over=self._may_hand_over,
+                                         name=self._name)
+            self.perform(self._replay.start())
+        return self._replay
+
+    @property
+    def engine(self) -> ReplayEngine:
+        return self.replay.engine
 
     @property
     def allowed_methods(self) -> set[str]:
@@ -272,12 +283,16 @@ class HttpReplayer:
         new_episodes = self.options.new_episodes is not None
         # the control each session is played with: the cassette's redacted params left out of matching
         self._control = control = self.options.control.for_cassette(cassette.header)
-        # An authorization flow's exchanges are served apart from the MCP sessions.
-        self.auth, mcp_frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
-        if self.auth and len(self.auth.mcp_origins) > 1:
-            raise UserError(f"the cassette holds MCP traffic to several servers ({', '.join(self.auth.mcp_origins)}) "
-                            "and an authorization flow: a replay serves one server")
-        self._sessions = [_Session(recorded, control, new_episodes) for recorded in split_sessions(mcp_frames)]
+        with gc_paused():  # a big cassette's exchanges and sessions: containers kept as long as the replay
+            # An authorization flow's exchanges are served apart from the MCP sessions.
+            self.auth, mcp_frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
+            if self.auth and len(self.auth.mcp_origins) > 1:
+                raise UserError(f"the cassette holds MCP traffic to several servers ({', '.join(self.auth.mcp_origins)}) "
+                                "and an authorization flow: a replay serves one server")
+            recorded_sessions = split_sessions(mcp_frames)
+            for recorded in recorded_sessions:  # what indexing a session would refuse, refused now
+                check_replayable(recorded.frames)
+            self._sessions = [_Session(recorded, control, new_episodes) for recorded in recorded_sessions]
         self._originals = list(self._sessions)  # one per recorded session, in recorded order
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
         self._served_again = 0

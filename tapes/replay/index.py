@@ -212,7 +212,7 @@ class _Walk:
         for frame in frames:
             walked += 1
             if frame.seq in self.seqs:  # an item is known by its frame's seq: two would be one
-                raise FrameError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
+                raise _twice(frame)
             self.seqs.add(frame.seq)
             if frame.from_client:
                 # a client frame is never sent: its payload is only checked (and read as a live one would be)
@@ -370,6 +370,23 @@ class _Walk:
         if item["method"] == "notifications/cancelled":
             return self.by_server_request.get(id_member(params_of(item), "requestId"))
         return None
+
+
+def check_replayable(frames: Iterable[Frame]) -> None:
+    """Raise the FrameError that indexing `frames` would (a seq that comes twice, a message that
+    is not JSON), without indexing them: a replay that indexes a session only when a client opens
+    it still refuses a damaged cassette at its start."""
+    seqs: set[int] = set()
+    for frame in frames:
+        if frame.seq in seqs:
+            raise _twice(frame)
+        seqs.add(frame.seq)
+        if frame.message is not None:
+            checked_payload(frame)
+
+
+def _twice(frame: Frame) -> FrameError:
+    return FrameError(f"frame {frame.seq} comes twice (two frames have that seq): a replay tells frames apart by it")
 
 
 def checked_payload(frame: Frame, message: Any = None) -> bytes:

@@ -36,6 +36,7 @@ import base64
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -175,6 +176,7 @@ def _host_origins(by_channel: dict[str, list[Frame]]) -> dict[str, str | None]:
     return {channel: _origin(schemes[host], host) if host else None for channel, host in hosts.items()}
 
 
+@lru_cache(maxsize=4096)  # asked per exchange of a recording, about its few hosts
 def _usable_host(host: str | None) -> str | None:
     """A Host an origin can be made of; None for one that makes no URL ("[", "x:99999": it came from the wire)."""
     try:

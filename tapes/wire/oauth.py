@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
@@ -310,6 +311,7 @@ def loopback_aliases(origin: str) -> list[str]:
     return [f"{parts.scheme}://{name}{port}" for name in LOOPBACK_NAMES if name != host]
 
 
+@lru_cache(maxsize=4096)  # asked per exchange of a recording, about its few origins
 def same_server(origin: str, other: str) -> bool:
     """Whether `origin` is `other` (case aside) or, on loopback, `other` under another of its names."""
     return origin.lower() in (other.lower(), *loopback_aliases(other.lower()))
