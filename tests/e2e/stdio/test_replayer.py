@@ -170,9 +170,13 @@ def test_replay_exit_code_and_summary_reflect_misses(everything_session: tuple[P
 
 def test_replay_writes_only_protocol_messages_on_stdout(everything_session: tuple[Path, Any]) -> None:
     cassette, _ = everything_session
-    client_messages, _ = client_and_server_messages(cassette)
-    discover = client_messages[0]
-    done = run_replay(cassette, [json.dumps(discover).encode()], "--allow-unmatched")
+    frames = load(cassette).frames
+    # the client's lines up to the server's first stderr line: a loaded recording may have it after
+    # the client's first message, and it is replayed after what came before it
+    started = next(f.seq for f in frames if f.kind is Kind.STDERR and b"Starting default (STDIO) server..." in f.payload)
+    client_lines = [(f.seq, f.payload) for f in frames if f.from_client and f.kind is Kind.MESSAGE]
+    sent = [line for seq, line in client_lines if seq < started] or [client_lines[0][1]]
+    done = run_replay(cassette, sent, "--allow-unmatched")
     for line in done.stdout.splitlines():
         assert classify(json.loads(line)) is not MessageType.INVALID
     assert b"Starting default (STDIO) server..." in done.stderr  # the recorded server's stderr, replayed
