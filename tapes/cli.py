@@ -740,7 +740,7 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
         raise UserError("--open needs a file to open: leave out -o - or name a file")
     title = Path(cassette).name
     with stream(cassette) as frames:  # the page is written as the frames are read
-        side = Side(frames.header, frames, lambda: frames.warnings, title)
+        side = Side.of_stream(frames, cassette, title)
         if output == "-":
             write_page(sys.stdout.buffer, title, [side])
             return

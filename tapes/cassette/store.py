@@ -329,8 +329,7 @@ class CassetteWriter:
             jsonl = is_jsonl_path(path) if jsonl is None else jsonl
             self._file = _open_for_writing(path, "wb", buffering=0)  # type: ignore[assignment]
         self._pack = msgpack.Packer().pack
-        self._channels: dict[str, int] = {}
-        self._encoded = _json_frame if jsonl else self._packed
+        self._encoded = _json_frame if jsonl else FramePacker().packed
         try:
             self._put(_json_line(header.record(JSONL_VERSION)) if jsonl else self._packed_header(header))
         except (OSError, Unpackable):
@@ -352,20 +351,6 @@ class CassetteWriter:
         except ValueError as error:  # a lone surrogate (a JSON Lines header can hold one)
             raise Unpackable(f"its header cannot be written as msgpack ({error})") from None
 
-    def _packed(self, frame: Frame) -> bytes:
-        channels = self._channels
-        try:
-            packed = self._pack(frame_array(frame, channels))
-        except (OverflowError, ValueError, TypeError):
-            # e.g. an integer wider than 64 bits, a lone surrogate: keep the exact bytes instead
-            try:
-                packed = self._pack(frame_array(_as_bytes(frame), channels))
-            except (OverflowError, ValueError, TypeError) as error:  # not in the message: in its info, say
-                raise Unpackable(f"frame {frame.seq} cannot be written as msgpack ({error})") from None
-        if frame.channel not in channels:
-            channels[frame.channel] = len(channels)
-        return packed
-
     def close(self) -> None:
         self._file.close()
 
@@ -376,13 +361,39 @@ class CassetteWriter:
         self.close()
 
 
+class FramePacker:
+    """Frames as the v2 records of one file (`frame_array`): a channel is named the first time and
+    numbered after, so one packer serves one file. A frame with no msgpack form (an integer wider
+    than 64 bits, a lone surrogate) is packed as `instead` makes it: by default, its message as
+    the exact bytes it stands for."""
+
+    def __init__(self, instead: Callable[[Frame], Frame] | None = None) -> None:
+        self._pack = msgpack.Packer().pack
+        self._channels: dict[str, int] = {}
+        self._instead = instead or as_bytes
+
+    def packed(self, frame: Frame) -> bytes:
+        """Raises Unpackable for a frame with no msgpack form."""
+        channels = self._channels
+        try:
+            packed = self._pack(frame_array(frame, channels))
+        except (OverflowError, ValueError, TypeError):
+            try:
+                packed = self._pack(frame_array(self._instead(frame), channels))
+            except (OverflowError, ValueError, TypeError) as error:  # not in the message: in its info, say
+                raise Unpackable(f"frame {frame.seq} cannot be written as msgpack ({error})") from None
+        if frame.channel not in channels:
+            channels[frame.channel] = len(channels)
+        return packed
+
+
 def _json_frame(frame: Frame) -> bytes:
     """A frame as one JSON line; raises TypeError or ValueError when it has no JSON form. A message
     nested deeper than a cassette holds is written as the bytes it stands for, as msgpack's is."""
     line = _json_line(_jsonable(frame_record(frame)))
     # MAX_NESTING - 1: the frame's map is a level too
     if frame.message is not None and _may_nest_too_deeply(line) and deeper_than(frame.message, MAX_NESTING - 1):
-        return _json_line(_jsonable(frame_record(_as_bytes(frame))))
+        return _json_line(_jsonable(frame_record(as_bytes(frame))))
     return line
 
 
@@ -391,7 +402,7 @@ def _may_nest_too_deeply(line: bytes) -> bool:
     return line.count(b"[") + line.count(b"{") > MAX_NESTING
 
 
-def _as_bytes(frame: Frame) -> Frame:
+def as_bytes(frame: Frame) -> Frame:
     """The frame with its message replaced by the bytes it stands for: a MESSAGE frame becomes RAW,
     an SSE event stays one (with those bytes as its data)."""
     kind = Kind.SSE_EVENT if frame.kind is Kind.SSE_EVENT else Kind.RAW
@@ -514,9 +525,11 @@ class CassetteStream:
     capture framed now) are complete once the iteration has ended. It iterates once. The file
     is closed when the iteration ends, or by `close` (a with block)."""
 
-    def __init__(self, header: Header, frames: Generator[Frame], warnings: list[str], file: BinaryIO) -> None:
+    def __init__(self, header: Header, frames: Generator[Frame], warnings: list[str], file: BinaryIO,
+                 v2_frames_at: int | None = None) -> None:
         self.header = header
         self.warnings = warnings
+        self.v2_frames_at = v2_frames_at  # where the frames begin, when the file holds them as v2 records (one each)
         self._frames = frames
         self._file = file
 
@@ -600,13 +613,14 @@ def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
         raise CassetteError(f"{name}: is empty, not a cassette")
     file.seek(0)
     warnings: list[str] = []
+    v2_frames_at = None
     if _starts_as_jsonl(first):
         header, frames = _jsonl_stream(file, name, warnings)
     elif first[0] in _MSGPACK_MAP_STARTS:
-        header, frames = _msgpack_stream(file, size, name, warnings)
+        header, frames, v2_frames_at = _msgpack_stream(file, size, name, warnings)
     else:
         raise CassetteError(f"{name}: is not a cassette (byte 0 starts neither a msgpack map nor a JSON object)")
-    return CassetteStream(header, frames, warnings, file)
+    return CassetteStream(header, frames, warnings, file, v2_frames_at)
 
 
 @contextmanager
@@ -664,7 +678,9 @@ class _Damage(Exception):
 Reader = Callable[[BinaryIO, msgpack.Unpacker], Generator[Frame, None, int]]
 
 
-def _msgpack_stream(file: BinaryIO, size: int, name: str, warnings: list[str]) -> tuple[Header, Generator[Frame]]:
+def _msgpack_stream(
+    file: BinaryIO, size: int, name: str, warnings: list[str]
+) -> tuple[Header, Generator[Frame], int | None]:
     # Fed rather than reading the file itself: at the end, one more byte fed tells whether the
     # last object was whole, with no tell() per frame (`_whole_at_end`).
     unpacker = msgpack.Unpacker(
@@ -685,13 +701,15 @@ def _msgpack_stream(file: BinaryIO, size: int, name: str, warnings: list[str]) -
     header = _header_at(head, name)
     capture = head.get(CAPTURE_KEY)
     read: Reader
+    v2_frames_at = None
     if capture is not None:
         read, may_start = _capture_reader(capture, name, warnings), _may_start_a_capture_record
     elif header.format == 1:
         read, may_start = _v1_frames, _may_start_a_v1_frame
     else:
         read, may_start = _v2_frames, _may_start_a_v2_frame
-    return header, _msgpack_frames(file, size, name, unpacker, read, may_start, warnings)
+        v2_frames_at = unpacker.tell()
+    return header, _msgpack_frames(file, size, name, unpacker, read, may_start, warnings), v2_frames_at
 
 
 def _msgpack_frames(

@@ -1,14 +1,13 @@
-// tapes view: draws the diagram that tapes/render/view.py wrote into the page.
-// The rows come as columns in chunks (script.tapes-rows), each frame's JSON as one line of a
-// text element (script.tapes-bodies) read only when a frame is opened, summarised on screen or
-// searched. Only the rows on screen are in the DOM: a million frames scroll like forty.
+// tapes view: draws the diagram of the frames tapes/render/view.py wrote into the page, with the
+// model view_model.js makes of them (rows as columns, their marks; a frame's JSON decoded again
+// only when it is opened, summarised on screen or searched). Only the rows on screen are in the
+// DOM: a million frames scroll like forty.
 // Every string from the cassette goes into the page through textContent or a DOM property,
 // never as markup; class names are built only from fixed vocabularies.
 "use strict";
 (() => {
   const model = JSON.parse(document.getElementById("tapes-data").textContent);
-  const TYPES = ["request", "notification", "result", "error", "batch", "invalid",
-    "raw", "stderr", "http", "end", "sse", "exit"]; // view.py's TYPES, in the same order
+  const { TYPES, SUMMARY_LIMIT } = tapesModel;
   const MESSAGE_TYPES = new Set(["request", "notification", "result", "error", "batch", "invalid"]);
   const MIN_WIRE = 160; // px: even a single stdio channel gets room for its arrows
   const COLUMN = 22; // px per channel when there are many
@@ -16,7 +15,6 @@
   const ROW_HEIGHT = 24;
   const OVERSCAN = 12; // rows drawn beyond each edge of the screen
   const MAX_HEIGHT = 8e6; // px: browsers cap an element's height; past this, scrolling is scaled
-  const SUMMARY_LIMIT = 100;
   const MAX_LINKS = 300; // frames listed for one interaction in the details panel
   const LEGEND = [["request", "t-request"], ["notification", "t-notification"], ["result", "t-result"],
     ["error", "t-error"], ["HTTP head / stream end", "t-http"], ["SSE event", "t-sse"]];
@@ -39,44 +37,16 @@
 
   // --- the data -------------------------------------------------------------------------------
 
-  function load(summary, index) {
-    const n = summary.rows;
-    const side = {
-      ...summary, index, n,
-      seq: new Float64Array(n), t: new Float64Array(n), k: new Uint8Array(n), ch: new Int32Array(n),
-      g: new Int32Array(n), what: new Array(n), sum: new Array(n), ids: new Array(n),
-      eids: new Map(), notes: new Map(), groups: [], starts: [], bodies: [], lines: new Map(),
-      rendered: new Map(), selected: -1, selectedGroup: -1,
-    };
-    const marks = [];
-    let row = 0;
-    for (const element of document.querySelectorAll(`script.tapes-rows[data-side="${index}"]`)) {
-      const chunk = JSON.parse(element.textContent);
-      side.starts.push(row);
-      for (let j = 0; j < chunk.seq.length; j++, row++) {
-        side.seq[row] = chunk.seq[j];
-        side.t[row] = chunk.t[j];
-        side.k[row] = chunk.k[j];
-        side.ch[row] = chunk.ch[j];
-        side.g[row] = chunk.g[j];
-        side.what[row] = chunk.w[j];
-        side.sum[row] = chunk.s[j];
-        side.ids[row] = chunk.i[j];
-      }
-      for (const [at, eid] of chunk.e) side.eids.set(at, eid);
-      for (const [at, note] of chunk.n) side.notes.set(at, [...(side.notes.get(at) || []), note]);
-      for (const mark of chunk.m) marks.push(mark);
-      for (const label of chunk.gl) side.groups.push(label);
-    }
-    side.bodies = [...document.querySelectorAll(`script.tapes-bodies[data-side="${index}"]`)];
-    // Marks by row: sorted (stably) so a row's marks are found by binary search, in their order.
-    marks.sort((a, b) => a[0] - b[0]);
-    side.marks = marks;
-    side.markRows = Int32Array.from(marks, (mark) => mark[0]);
+  // A side's model, from its frames' elements (emptied once read: the model keeps their bytes).
+  function load(data, index) {
+    const elements = [...document.querySelectorAll(`script.tapes-frames[data-side="${index}"]`)];
+    const side = tapesModel.sideOf(data, elements.map((element) => element.textContent), index);
+    for (const element of elements) element.textContent = "";
+    Object.assign(side, { rendered: new Map(), selected: -1, selectedGroup: -1 });
     // Seqs are usually 1, 2, 3...: then a seq's row is arithmetic, else a map.
     side.contiguous = side.seq.every((seq, i) => seq === side.seq[0] + i);
     if (!side.contiguous) side.bySeqMap = new Map(Array.from(side.seq, (seq, i) => [seq, i]));
-    side.order = Int32Array.from({ length: n }, (_, i) => i);
+    side.order = Int32Array.from({ length: side.n }, (_, i) => i);
     return side;
   }
 
@@ -114,15 +84,8 @@
   function marksOf(side, i) {
     let low = partitionPoint(side.markRows.length, (m) => side.markRows[m] < i);
     const found = [];
-    while (low < side.markRows.length && side.markRows[low] === i) found.push(expand(side.marks[low++]));
+    while (low < side.markRows.length && side.markRows[low] === i) found.push(tapesModel.expand(side.marks[low++]));
     return found;
-  }
-
-  // A mark as [kind, text, linked seq or null, explanation], from its template in the model.
-  function expand([, number, target, ...args]) {
-    const [kind, text, explanation] = model.marks[number];
-    const fill = (template) => template.replace(/\{(\d|t)\}/g, (_, key) => String(key === "t" ? target : args[key]));
-    return [kind, fill(text), target, fill(explanation)];
   }
 
   // A group is named by its request's row (or, for a request in a batch, by its label).
@@ -131,43 +94,11 @@
     return typeof label === "number" ? `${side.what[label].replace(/^request /, "")} (frame ${side.seq[label]})` : label;
   }
 
-  function chunkOf(side, i) { // the last chunk that starts at or before the row
-    return Math.max(0, partitionPoint(side.starts.length, (c) => side.starts[c] <= i) - 1);
-  }
+  const bodyOf = tapesModel.frameBody; // a frame's JSON: an object, or a string when cut for being huge
+  const compact = (value) => tapesModel.compact(value, SUMMARY_LIMIT).slice(0, SUMMARY_LIMIT + 1);
+  const messageWhat = (item) => tapesModel.messageWhat(item, tapesModel.classify(item));
 
-  // A frame's JSON, parsed (a string when it was cut for being huge). Chunks' lines are kept for a few chunks.
-  function bodyOf(side, i) {
-    const c = chunkOf(side, i);
-    let lines = side.lines.get(c);
-    if (!lines) {
-      lines = side.bodies[c].textContent.split("\n");
-      if (side.lines.size >= 8) side.lines.delete(side.lines.keys().next().value);
-      side.lines.set(c, lines);
-    }
-    const line = lines[i - side.starts[c]];
-    try {
-      return JSON.parse(line);
-    } catch {
-      return line;
-    }
-  }
-
-  function compact(value) {
-    const text = JSON.stringify(value);
-    return text === undefined ? "" : text.slice(0, SUMMARY_LIMIT + 1);
-  }
-
-  const idText = (id) => (Number.isInteger(id) ? String(id) : JSON.stringify(id).slice(0, 40));
-
-  function messageWhat(item) {
-    if (!item || typeof item !== "object") return "invalid JSON-RPC";
-    if ("method" in item) return "id" in item ? `request ${item.method} #${idText(item.id)}` : `notification ${item.method}`;
-    if ("result" in item) return `result #${idText(item.id)}`;
-    if (item.error && typeof item.error === "object") return `error #${idText(item.id)} ${compact(item.error.code)}`;
-    return "invalid JSON-RPC";
-  }
-
-  // What a row shows beside its name: view.py sends it for HTTP heads, SSE events and the like;
+  // What a row shows beside its name: the model has it for HTTP heads, SSE events and the like;
   // a message's, a stderr or raw line's is worked out here from its JSON, for the rows on screen only.
   function summaryOf(side, i) {
     const type = typeOf(side, i);
@@ -534,7 +465,7 @@
       details.append(el("h3", "", "HTTP"), el("pre", "http", heads.join("\n\n")));
     }
     const body = bodyOf(side, i);
-    details.append(el("h3", "", "frame"), el("pre", "json", typeof body === "string" ? body : JSON.stringify(body, null, 2)));
+    details.append(el("h3", "", "frame"), el("pre", "json", typeof body === "string" ? body : tapesModel.jsonText(body, 2)));
     details.hidden = false;
     document.body.classList.add("with-details"); // the diagram makes room rather than hide under the panel
   }
@@ -565,11 +496,10 @@
       if (labels[side.ch[i]] || side.what[i].toLowerCase().includes(term)) found[i] = 1;
     }
     for (const [i, eid] of side.eids) if (eid.toLowerCase().includes(term)) found[i] = 1;
-    side.bodies.forEach((element, c) => {
-      const text = element.textContent.toLowerCase();
+    tapesModel.searchText(side).forEach((text, c) => {
       let at = text.indexOf(term);
       if (at < 0) return;
-      let row = side.starts[c];
+      let row = c * tapesModel.CHUNK;
       let lineEnd = text.indexOf("\n");
       while (at >= 0) {
         while (lineEnd >= 0 && lineEnd < at) {
@@ -641,5 +571,15 @@
     return box;
   }
 
+  // The text filter searches every frame's JSON: made while the page is idle, a chunk at a time,
+  // so that the first search of a big session need not wait for it.
+  function prepareSearch(side, c) {
+    const idle = window.requestIdleCallback || ((next) => setTimeout(next, 1));
+    idle(() => {
+      if (tapesModel.searchChunk(side, c)) prepareSearch(side, c + 1);
+    });
+  }
+
   build();
+  for (const side of sides) prepareSearch(side, 0);
 })();

@@ -36,7 +36,7 @@ from tapes.render.view import Side, render_diff, render_page, write_page
 
 from tests.support.hostile_cassettes import cassettes, mutated_cassettes, recursion_as_in_the_cli
 from tests.support.paths import CASSETTES
-from tests.support.view_page import model_of
+from tests.support.view_page import page_data
 
 EXAMPLES = int(os.environ.get("TAPES_FUZZ_EXAMPLES", "40"))
 
@@ -90,7 +90,7 @@ def _check_page(page: str) -> None:
     opened = re.findall(r"<script([^>]*)>", page)
     assert page.count("</script") == len(opened) == page.count("<script")
     assert len([attributes for attributes in opened if "type=" not in attributes]) == 1
-    model_of(page)  # every data element and every body line is strict JSON
+    page_data(page)  # its data is strict JSON, and its frames as many records as it has rows
 
 
 def _console() -> Console:
