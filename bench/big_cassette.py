@@ -13,6 +13,10 @@ in its own process so each peak RSS is its own:
 - replay, a miss: the same, sent a request the cassette does not have, until its error is read:
   the replay reads the whole cassette first (what the whole index costs, and its memory);
 - view: `tapes view FILE -o PAGE` until it exits (the page's size beside it);
+- page: that page opened in headless Chromium until its script has drawn it (its memory is the
+  browser's JS heap), then how long a filter by a word of the frames' JSON takes, and whether
+  the last row shows once scrolled to the end and its details open on a click (skipped when
+  Chromium is not installed);
 - show: `tapes show FILE` until it exits (and when its first frame's row came).
 Prints seconds, the ratio to the decode floor, and peak RSS against the file size.
 """
@@ -35,7 +39,13 @@ import msgpack
 from cassette_io import make_frames
 from tapes.cassette.store import CassetteWriter, Header, frame_record, load
 
+sys.path.insert(0, str(Path(__file__).parent.parent))
+from tests.support.browser import CHROMIUM, Browser  # noqa: E402 - the repository's root is on the path only now
+
 TAPES = [sys.executable, "-m", "tapes"]
+FILTER = """(() => {{ const box = document.querySelector('input.filter'); box.value = {query};
+  const start = performance.now(); box.dispatchEvent(new Event('input'));
+  return new Promise((done) => setTimeout(() => done(performance.now() - start - 80), 80)); }})()"""
 
 
 def _peak_rss_mb() -> float:
@@ -82,6 +92,8 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
                        stderr=subprocess.DEVNULL)
         return {"seconds": time.perf_counter() - start, "rss_peak": _child_peak_rss_mb(),
                 "note": f"page {path.with_suffix('.html').stat().st_size / 1e6:.1f} MB"}
+    elif phase == "page":
+        return _page(path.with_suffix(".html"))
     elif phase == "show":
         show = subprocess.Popen([*TAPES, "show", str(path), "--width", "120"], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
@@ -95,6 +107,31 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
         return {"seconds": time.perf_counter() - start, "rss_peak": _child_peak_rss_mb(),
                 "note": f"first row after {first_row:.2f} s"}
     return {"seconds": time.perf_counter() - start, "rss_peak": _peak_rss_mb()}
+
+
+def _page(page: Path) -> dict[str, float]:
+    """Open the page in headless Chromium; time its load and a filter, check a scroll and a click."""
+    with tempfile.TemporaryDirectory() as profile:
+        browser = Browser(Path(profile), timeout=600)
+        try:
+            start = time.perf_counter()
+            browser.open(page)
+            seconds = time.perf_counter() - start
+            assert browser.evaluate("document.querySelector('.count').textContent").endswith(" frames")
+            heap = browser.evaluate("performance.memory.usedJSHeapSize") / 1e6
+            # the filter's debounce (80 ms) is waited out inside and taken off
+            first = browser.evaluate(FILTER.format(query=json.dumps("weather"))) / 1000
+            again = browser.evaluate(FILTER.format(query=json.dumps("city"))) / 1000
+            browser.evaluate(FILTER.format(query='""'))
+            browser.evaluate("document.querySelector('.scroll').scrollTop = 1e9")
+            browser.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            browser.evaluate("[...document.querySelectorAll('.row')].at(-1).click()")
+            opened = browser.evaluate("document.querySelector('aside.details h2').textContent")
+            assert opened.startswith("frame "), opened
+        finally:
+            browser.close()
+    return {"seconds": seconds, "rss_peak": heap,
+            "note": f"JS heap; filter by a word {first:.2f} s, by another {again:.2f} s; scrolled to the end, clicked"}
 
 
 def main() -> None:
@@ -123,7 +160,10 @@ def main() -> None:
                 v1.write(b"".join(pack(frame_record(frame)) for frame in frames[i : i + 10_000]))
         del frames
         size_mb = path.stat().st_size / 1e6
-        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer", "replay, a miss"] + ([] if args.skip_view else ["view", "show"])
+        phases = ["decode floor", "v1 decode floor", "load", "replay, first answer", "replay, a miss"]
+        if not args.skip_view:
+            phases += ["view", "page"] if os.access(CHROMIUM, os.X_OK) else ["view"]
+            phases += ["show"]
         rows = {}
         for phase in phases:
             out = subprocess.run(

@@ -30,11 +30,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgpack
 
-from tapes.analysis.diff import DiffReport
 from tapes.cassette.frames import Frame
 from tapes.cassette.store import (
     Cassette,
@@ -47,6 +46,9 @@ from tapes.cassette.store import (
 )
 from tapes.render.show import server_text
 from tapes.wire.jsonrpc import wire_form
+
+if TYPE_CHECKING:  # only named: importing the diff would bring the replay engine in, for every page
+    from tapes.analysis.diff import DiffReport
 
 BYTES_PER_ELEMENT = 3 << 20  # frame bytes per page element (4 MiB of base64): the writer holds one
 

@@ -42,6 +42,7 @@ from tests.support.oauth_clients import (
 )
 from tests.support.paths import OAUTH_SERVER, TAPES
 from tests.support.processes import Process
+from tests.support.view_page import model_of
 
 T = TypeVar("T")
 ISSUERS = {"same-origin": [], "separate-issuer": ["--separate-issuer"]}
@@ -182,7 +183,7 @@ def test_no_token_or_secret_reaches_the_cassette_or_its_renderings(recorded: tup
     show = subprocess.run([*TAPES, "show", str(cassette)], check=True, capture_output=True, text=True,
                           env={"COLUMNS": "1000", "PATH": "/usr/bin:/bin"}).stdout
     renderings = {"cassette": cassette.read_bytes().decode("latin-1"), "jsonl": jsonl.read_text(),
-                  "view": html.read_text(), "show": show}
+                  "view": json.dumps(model_of(html.read_text()), ensure_ascii=False), "show": show}  # the page as its script reads it
     assert "/token" in show and "<redacted:" in renderings["jsonl"]
     for name, text in renderings.items():
         for secret in secrets:

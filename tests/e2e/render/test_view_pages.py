@@ -1,0 +1,98 @@
+"""The frames a `tapes view` page carries, as its script reads them (run under Node): a v2
+cassette's records copied as they are stored, anything else packed as the writer packs it, and
+either way the same rows; a cut-off file, odd values and hostile cassettes."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tapes.cassette.frames import STDIO, Direction, Frame, Kind
+from tapes.cassette.store import CassetteError, CassetteWriter, Header, load, save, stream
+from tapes.render.view import Side, render_page, write_page
+
+from tests.support.hostile_cassettes import cassettes, mutated_cassettes, recursion_as_in_the_cli
+from tests.support.paths import CASSETTES
+from tests.support.view_page import model_of, page_data
+
+C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+
+
+def streamed_page(path: Path) -> str:
+    """The page as `tapes view` writes it: the cassette read as a stream."""
+    out = io.BytesIO()
+    with stream(path) as frames:
+        write_page(out, path.name, [Side.of_stream(frames, str(path), path.name)])
+    return out.getvalue().decode()
+
+
+@pytest.mark.parametrize("path", sorted(CASSETTES.glob("*.tape")), ids=lambda path: path.name)
+def test_a_v2_cassette_is_copied_as_stored_and_reads_as_its_frames_packed_anew(path: Path) -> None:
+    page = streamed_page(path)
+    with stream(path) as frames:
+        assert frames.v2_frames_at is not None
+        stored = path.read_bytes()[frames.v2_frames_at :]
+    assert page_data(page)[1] == [stored]  # the file's own bytes, not packed again
+    assert model_of(page)["sides"][0]["rows"] == model_of(render_page(load(path), path.name))["sides"][0]["rows"]
+
+
+def test_a_jsonl_cassette_reads_as_its_msgpack_twin(tmp_path: Path) -> None:
+    source = CASSETTES / "everything-http-2025-11-25.tape"
+    save(load(source), tmp_path / "twin.jsonl")
+    twin = model_of(streamed_page(tmp_path / "twin.jsonl"))["sides"][0]
+    original = model_of(streamed_page(source))["sides"][0]
+    assert twin["rows"] == original["rows"] and twin["channels"] == original["channels"]
+
+
+def test_a_cut_off_cassette_shows_its_whole_frames_and_says_the_last_was_cut(tmp_path: Path) -> None:
+    source = CASSETTES / "everything-stdio-2025-11-25.tape"
+    cut = tmp_path / "cut.tape"
+    cut.write_bytes(source.read_bytes()[:-7])  # the last frame loses its end, as a killed recorder leaves it
+    side = model_of(streamed_page(cut))["sides"][0]
+    whole = model_of(streamed_page(source))["sides"][0]
+    assert side["rows"] == whole["rows"][:-1]
+    assert any("truncated" in warning for warning in side["warnings"])
+
+
+def test_values_json_has_no_word_for_keep_their_meaning(tmp_path: Path) -> None:
+    """A `__proto__` key is a key like any other (the npm msgpack decoder refuses the whole input
+    for one); integers past 2^53 keep their digits in the filter's ids; msgpack bytes as keys and
+    values are named with their base64, as `tapes export` names them."""
+    big = 2**63 + 5
+    frames = [
+        Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "method": "tools/call",
+                                                 "params": {"__proto__": {"polluted": True}, b"\x01": b"\x00\xff"}}),
+        Frame(2, 0.1, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "result": {"constructor": 1}}),
+    ]
+    path = tmp_path / "odd.tape"
+    with CassetteWriter(path, Header("stdio", {"command": ["server"]})) as writer:
+        writer.write(frames)
+    rows = model_of(streamed_page(path))["sides"][0]["rows"]
+    assert [row["what"] for row in rows] == [f"request tools/call #{big}", f"result #{big}"]
+    assert rows[0]["ids"] == [str(big)] and rows[0]["g"] == rows[1]["g"] == 0  # tied by their (exact) id
+    params = rows[0]["body"]["message"]["params"]
+    assert params == {"__proto__": {"polluted": True}, "<1 bytes: AQ==>": "<2 bytes: AP8=>"}
+    assert rows[1]["body"]["message"]["result"] == {"constructor": 1}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(cassettes(), mutated_cassettes()))
+def test_the_page_s_script_reads_every_frame_of_any_cassette_that_loads(file: tuple[bytes, str]) -> None:
+    content, name = file
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_bytes(content)
+        try:
+            loaded = load(path)
+        except CassetteError:  # refused by view too (test_damaged_cassettes)
+            return
+        with recursion_as_in_the_cli():
+            page = streamed_page(path)
+    side = model_of(page)["sides"][0]
+    assert [(row["seq"], row["dir"]) for row in side["rows"]] == \
+        [(frame.seq, "c" if frame.from_client else "s") for frame in loaded.frames]
