@@ -1,5 +1,5 @@
-"""`tapes view` ties frames to requests in a streaming pass of its own (it cannot hold the replay
-index of a million frames); these tests hold it to the replay index's ownership rules: for every
+"""`tapes view`'s page ties frames to requests in a pass of its own, in its script (view_model.js,
+run here under Node; it cannot hold the replay index of a million frames); these tests hold it to the replay index's ownership rules: for every
 message frame, the page groups it under the request the index ties it to, in every committed
 cassette and in generated stdio sessions that interleave requests, progress, server requests,
 answers and cancellations, with ids and tokens reused."""

@@ -1,6 +1,6 @@
 """`tapes view` without a browser: the page is self-contained, safe with hostile cassettes, small,
-and its diagram model links what the issue asks for (the page itself is checked in Chromium by
-e2e/test_view_browser.py)."""
+and the diagram model its script makes (view_model.js, run under Node) links what the issue asks
+for (the page itself is checked in Chromium by e2e/test_view_browser.py)."""
 
 from __future__ import annotations
 
