@@ -64,10 +64,18 @@ const tapesModel = (() => {
 
   // --- msgpack ----------------------------------------------------------------------------------
   // A reader of the msgpack a cassette holds (the loader in Python has checked every frame).
-  // Maps become objects without a prototype, so a "__proto__" key in a message is an ordinary key
+  // Maps become objects; a "__proto__" key in a message is made an own property like any other
   // (the npm msgpack decoder refuses the whole input for one); integers past 2^53 become BigInts.
+  // Only the members JSON-RPC names are looked up (`in`, `.`), none of them Object.prototype's.
 
   const utf8 = new TextDecoder();
+  const keys = new Map(); // Reader.key's cache: a hash of a key's bytes -> the key
+
+  // Whether the ASCII string `key` (only those are cached) is the bytes at `start`.
+  function sameBytes(key, bytes, start) {
+    for (let i = 0; i < key.length; i++) if (key.charCodeAt(i) !== bytes[start + i]) return false;
+    return true;
+  }
   const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
   const MIN_SAFE = -MAX_SAFE;
 
@@ -76,6 +84,7 @@ const tapesModel = (() => {
       this.bytes = bytes;
       this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       this.at = 0;
+      this.odd = false;
     }
 
     value() {
@@ -95,16 +104,16 @@ const tapesModel = (() => {
         case 0xc4: return this.bin(this.skip(1, bytes[at]));
         case 0xc5: return this.bin(this.skip(2, view.getUint16(at)));
         case 0xc6: return this.bin(this.skip(4, view.getUint32(at)));
-        case 0xca: return this.skip(4, view.getFloat32(at));
-        case 0xcb: return this.skip(8, view.getFloat64(at));
+        case 0xca: return this.skip(4, this.finite(view.getFloat32(at)));
+        case 0xcb: return this.skip(8, this.finite(view.getFloat64(at)));
         case 0xcc: return this.skip(1, bytes[at]);
         case 0xcd: return this.skip(2, view.getUint16(at));
         case 0xce: return this.skip(4, view.getUint32(at));
-        case 0xcf: return this.skip(8, wide(view.getBigUint64(at)));
+        case 0xcf: return this.skip(8, this.wide(view.getBigUint64(at)));
         case 0xd0: return this.skip(1, view.getInt8(at));
         case 0xd1: return this.skip(2, view.getInt16(at));
         case 0xd2: return this.skip(4, view.getInt32(at));
-        case 0xd3: return this.skip(8, wide(view.getBigInt64(at)));
+        case 0xd3: return this.skip(8, this.wide(view.getBigInt64(at)));
         case 0xd9: return this.str(this.skip(1, bytes[at]));
         case 0xda: return this.str(this.skip(2, view.getUint16(at)));
         case 0xdb: return this.str(this.skip(4, view.getUint32(at)));
@@ -118,6 +127,18 @@ const tapesModel = (() => {
 
     skip(count, value) {
       this.at += count;
+      return value;
+    }
+
+    // Values plain JSON has no form for (see `plainReplacer`) are noted in `odd`.
+    finite(value) {
+      if (!Number.isFinite(value)) this.odd = true;
+      return value;
+    }
+
+    wide(value) {
+      if (value <= MAX_SAFE && value >= MIN_SAFE) return Number(value);
+      this.odd = true;
       return value;
     }
 
@@ -137,7 +158,28 @@ const tapesModel = (() => {
       return utf8.decode(this.bytes.subarray(start, end));
     }
 
+    // A map key: short ones (JSON-RPC's member names, mostly) come from a cache, so that each is
+    // one string the engine has seen before rather than a new one to hash on every object.
+    key() {
+      const bytes = this.bytes;
+      const head = bytes[this.at];
+      if (head < 0xa0 || head > 0xaf) return this.value(); // not a string of up to 15 bytes
+      const start = this.at + 1;
+      const end = start + (head & 0x0f);
+      let hash = head;
+      for (let i = start; i < end; i++) hash = (hash * 31 + bytes[i]) | 0;
+      const known = keys.get(hash);
+      if (known !== undefined && known.length === end - start && sameBytes(known, bytes, start)) {
+        this.at = end;
+        return known;
+      }
+      const key = this.value();
+      if (key.length === end - start && keys.size < 4096) keys.set(hash, key); // ASCII only: compared byte for char
+      return key;
+    }
+
     bin(length) {
+      this.odd = true;
       const start = this.at;
       this.at += length;
       return this.bytes.slice(start, this.at);
@@ -150,16 +192,16 @@ const tapesModel = (() => {
     }
 
     map(length) {
-      const map = Object.create(null);
+      const map = {};
       for (let i = 0; i < length; i++) {
-        const key = this.value();
-        map[typeof key === "string" ? key : key instanceof Uint8Array ? bytesText(key) : String(key)] = this.value();
+        const raw = this.key();
+        const key = typeof raw === "string" ? raw : raw instanceof Uint8Array ? bytesText(raw) : String(raw);
+        if (key === "__proto__") Object.defineProperty(map, key, { value: this.value(), enumerable: true, writable: true, configurable: true });
+        else map[key] = this.value();
       }
       return map;
     }
   }
-
-  const wide = (value) => (value <= MAX_SAFE && value >= MIN_SAFE ? Number(value) : value);
 
   function base64Of(bytes) {
     let text = "";
@@ -171,6 +213,7 @@ const tapesModel = (() => {
 
   function bytesOf(base64Texts) {
     const parts = base64Texts.map((text) => {
+      if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text); // newer browsers: in C++
       const binary = atob(text);
       const part = new Uint8Array(binary.length);
       for (let i = 0; i < binary.length; i++) part[i] = binary.charCodeAt(i);
@@ -374,11 +417,19 @@ const tapesModel = (() => {
   }
 
   // A frame at a byte offset, decoded again (for the details panel and the search).
+  // Whether its message or info holds a value plain JSON has no form for (`odd`): only then is its
+  // JSON made with the (slower) replacer.
   function frameAt(bytes, offset) {
     const reader = new Reader(bytes);
     reader.at = offset;
-    const [, , , , , message, data, info] = reader.value();
-    return { message: message ?? null, data: data ?? null, info: info ?? null };
+    const size = bytes[reader.at++] & 0x0f; // a record is a fixarray of 5 to 8 fields
+    for (let field = 0; field < 5; field++) reader.value();
+    const message = size > 5 ? reader.value() : null;
+    let odd = reader.odd;
+    const data = size > 6 ? reader.value() : null;
+    reader.odd = false;
+    const info = size > 7 ? reader.value() : null;
+    return { message, data, info, odd: odd || reader.odd };
   }
 
   function dataText(data) {
@@ -400,7 +451,7 @@ const tapesModel = (() => {
       else body.data = decoded;
     }
     if (frame.info !== null) body.info = frame.info;
-    const line = json(body);
+    const line = frame.odd ? json(body) : JSON.stringify(body);
     if (line.length <= DETAIL_LIMIT) return { body, line };
     const cut = `${line.slice(0, DETAIL_LIMIT)}… (${line.length - DETAIL_LIMIT} more characters; \`tapes export\` has them all)`;
     return { body: cut, line: JSON.stringify(cut) };

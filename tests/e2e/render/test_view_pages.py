@@ -61,13 +61,14 @@ def test_a_cut_off_cassette_shows_its_whole_frames_and_says_the_last_was_cut(tmp
 
 def test_values_json_has_no_word_for_keep_their_meaning(tmp_path: Path) -> None:
     """A `__proto__` key is a key like any other (the npm msgpack decoder refuses the whole input
-    for one); integers past 2^53 keep their digits in the filter's ids; msgpack bytes as keys and
-    values are named with their base64, as `tapes export` names them."""
+    for one), and so are Object.prototype's names and keys that are not ASCII (the page caches
+    ASCII keys by their bytes); integers past 2^53 keep their digits in the filter's ids; msgpack
+    bytes as keys and values are named with their base64, as `tapes export` names them."""
     big = 2**63 + 5
     frames = [
         Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "method": "tools/call",
                                                  "params": {"__proto__": {"polluted": True}, b"\x01": b"\x00\xff"}}),
-        Frame(2, 0.1, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "result": {"constructor": 1}}),
+        Frame(2, 0.1, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "result": {"constructor": 1, "é": 2, "Ã©": 3}}),
     ]
     path = tmp_path / "odd.tape"
     with CassetteWriter(path, Header("stdio", {"command": ["server"]})) as writer:
@@ -77,7 +78,7 @@ def test_values_json_has_no_word_for_keep_their_meaning(tmp_path: Path) -> None:
     assert rows[0]["ids"] == [str(big)] and rows[0]["g"] == rows[1]["g"] == 0  # tied by their (exact) id
     params = rows[0]["body"]["message"]["params"]
     assert params == {"__proto__": {"polluted": True}, "<1 bytes: AQ==>": "<2 bytes: AP8=>"}
-    assert rows[1]["body"]["message"]["result"] == {"constructor": 1}
+    assert rows[1]["body"]["message"]["result"] == {"constructor": 1, "é": 2, "Ã©": 3}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
