@@ -140,6 +140,17 @@ def test_clicking_a_frame_shows_its_json_and_http_head(browser: Browser, tmp_pat
     assert {"s0f2", "s0f5", "s0f10", "s0f11"} <= set(related)  # the request, its progress, its result
 
 
+def test_a_page_whose_frames_cannot_be_read_says_so(browser: Browser, tmp_path: Path) -> None:
+    page = render_page(resumed_http_cassette(), "resumed.tape")
+    rows = len(resumed_http_cassette().frames)
+    damaged = page.replace(f'"rows":{rows},', f'"rows":{rows + 1},')  # one frame more than the page holds
+    assert damaged != page
+    (tmp_path / "page.html").write_text(damaged, encoding="utf-8")
+    browser.open(tmp_path / "page.html")
+    said = browser.evaluate("document.querySelector('.unreadable')?.textContent")
+    assert said.startswith("tapes view: this page's frames could not be read (byte ")
+
+
 def test_the_filter_box_keeps_frames_of_one_id(browser: Browser, tmp_path: Path) -> None:
     path = ROOT / "cassettes" / "everything-stdio-2025-11-25.tape"
     open_page(browser, render_page(load(path), path.name), tmp_path / "page.html")

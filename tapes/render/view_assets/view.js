@@ -50,7 +50,13 @@
     return side;
   }
 
-  const sides = model.sides.map(load);
+  let sides;
+  try {
+    sides = model.sides.map(load);
+  } catch (error) { // a page that cannot be read says so, rather than stay blank
+    document.body.append(el("p", "unreadable", `tapes view: this page's frames could not be read (${error.message}).`));
+    throw error;
+  }
 
   function rowOfSeq(side, seq) {
     if (!side.contiguous) return side.bySeqMap.get(seq);
