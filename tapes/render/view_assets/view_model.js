@@ -232,7 +232,6 @@ const tapesModel = (() => {
 
   const isMap = (value) => value !== null && typeof value === "object" && !Array.isArray(value) && !(value instanceof Uint8Array);
   const isInt = (value) => Number.isInteger(value) || typeof value === "bigint";
-  const has = (map, key) => isMap(map) && key in map;
 
   // A value as plain JSON: bytes as text naming their size and base64, integers past 2^53 exact
   // where the browser can (JSON.rawJSON), the non-finite numbers as text.
@@ -425,7 +424,7 @@ const tapesModel = (() => {
     const size = bytes[reader.at++] & 0x0f; // a record is a fixarray of 5 to 8 fields
     for (let field = 0; field < 5; field++) reader.value();
     const message = size > 5 ? reader.value() : null;
-    let odd = reader.odd;
+    const odd = reader.odd;
     const data = size > 6 ? reader.value() : null;
     reader.odd = false;
     const info = size > 7 ? reader.value() : null;
