@@ -11,7 +11,9 @@ serves them by method and path:
   replay. Tokens are redacted placeholders, which the replayed `/token` hands out.
 - Other requests match a recorded one when their query and form or JSON fields are equal, except
   those fresh on every run (PKCE verifier and challenge, state, nonce, assertions) and the client's
-  redirect URI (a loopback port changes between runs).
+  redirect URI (a loopback port changes between runs). When none does, one that differs only in
+  what clients ask differently of the same server (`scope`, RFC 8707's `resource`) answers it,
+  reported as adapted.
 - Answers name the replayer's origin where the recording named the recorder's, and the
   `/authorize` redirect goes to the live redirect URI with the live state.
 - A forward proxy's recording (`tapes record --proxy`) rewrote nothing: its exchanges went to the
@@ -68,6 +70,11 @@ REFUSALS = (401, 403)
 # Not compared either: the client's redirect URI(s), which a replay substitutes, and its secret:
 # the one the replay handed out, or one recorded only inside a redacted Basic header.
 _NOT_COMPARED = FRESH_FIELDS | {"redirect_uri", "redirect_uris", "client_secret"}
+# What clients ask differently of the same server, and the server grants them all the same: the
+# scope (one client asks for what the metadata lists, another for none) and the RFC 8707
+# resource (optional: not every client sends it). A request that differs from a recorded one in
+# these alone is answered as recorded, reported as adapted, when none matches in full.
+_NEGOTIABLE = frozenset({"scope", "resource"})
 
 
 @dataclass(frozen=True)
@@ -300,25 +307,38 @@ class AuthFlow:
             order = ([i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=True)]
                      + [i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=False)])
         differences: list[str] = []
+        negotiated: tuple[int, list[str]] | None = None  # the first that differs in _NEGOTIABLE fields alone
+        chosen: int | None = None
         for index in order:
             exchange = self.exchanges[index]
             if not on_mcp and exchange.registration and isinstance(live := body_fields(header(headers, "content-type"), body), dict):
                 self.served.add(index)
                 return self._registered(exchange, there, origins, live)
-            if not on_mcp:
-                if differing := self._differing(exchange, there, headers, body, origins):
-                    differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
-                    continue
-                if (problem := self._check_pkce(exchange, there, headers, body)) is not None:
-                    self.misses.append(Unmatched(f"{method} {path}", problem))
-                    return _oauth_error(400, "invalid_grant", problem)
-            self.served.add(index)
-            return self._replayed(exchange, there, origins)
-        if on_mcp:
-            return None
-        problem = differences[0] if differences else "no recorded exchange matches"
-        self.misses.append(Unmatched(f"{method} {path}", problem))
-        return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({problem})")
+            if not on_mcp and (differing := self._differing(exchange, there, headers, body, origins)):
+                differences.append(f"{exchange.method} {exchange.path} differs in {', '.join(differing)}")
+                if negotiated is None and _NEGOTIABLE.issuperset(differing):
+                    negotiated = (index, differing)
+                continue
+            chosen = index
+            break
+        negotiable: list[str] = []  # what the live request asks differently, when answered as one that did
+        if chosen is None:
+            if on_mcp:
+                return None
+            if negotiated is None:
+                problem = differences[0] if differences else "no recorded exchange matches"
+                self.misses.append(Unmatched(f"{method} {path}", problem))
+                return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({problem})")
+            chosen, negotiable = negotiated
+        exchange = self.exchanges[chosen]
+        if not on_mcp and (problem := self._check_pkce(exchange, there, headers, body)) is not None:
+            self.misses.append(Unmatched(f"{method} {path}", problem))
+            return _oauth_error(400, "invalid_grant", problem)
+        if negotiable:
+            self.adapted.append(f"{method} {path}: the live client asks with another {' and '.join(negotiable)}; "
+                                "answered as the recorded client was")
+        self.served.add(chosen)
+        return self._replayed(exchange, there, origins)
 
     def unprotected_discovery(self, method: str, path: str) -> str | None:
         """Why a live request for OAuth metadata gets a 404 although the recording has no such

@@ -157,6 +157,34 @@ def test_token_matches_with_fresh_fields_aside_and_checks_pkce() -> None:
     assert flow.report_lines()[0] == "authorization flow: served 2 of 5 recorded exchanges, 2 unmatched"
 
 
+def test_a_client_that_asks_for_another_scope_or_names_no_resource_is_answered_as_the_recorded_one() -> None:
+    """The recorded client sent `resource` and no `scope`; another (an SDK that reads the scopes
+    from the metadata, or one that does not send RFC 8707's optional resource) is answered as it
+    was, reported as adapted. PKCE still holds, and any other difference is still a miss."""
+    flow, _ = _flow()
+    live_verifier = "another-live-verifier-long-enough-00000000000000"
+    query = urlencode({"response_type": "code", "client_id": "c1", "redirect_uri": CALLBACK, "state": "s",
+                       "code_challenge": _challenge(live_verifier), "code_challenge_method": "S256", "scope": "mcp:tools"})
+    redirect = flow.answer("GET", f"/authorize?{query}", [], b"", LIVE)
+    assert redirect is not None and redirect.status == 302
+    code = parse_qs(urlsplit(dict(redirect.headers)["Location"]).query)["code"][0]
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": CALLBACK, "client_id": "c1",
+            "client_secret": "<redacted:1>"}
+    refused = flow.answer("POST", "/token", *_form(form | {"code_verifier": "not-it"}), LIVE)
+    assert refused is not None and json.loads(refused.body)["error"] == "invalid_grant"
+    issued = flow.answer("POST", "/token", *_form(form | {"code_verifier": live_verifier}), LIVE)
+    assert issued is not None and issued.status == 200
+    assert flow.adapted == [
+        "GET /authorize: the live client asks with another resource and scope; answered as the recorded client was",
+        "POST /token: the live client asks with another resource; answered as the recorded client was",
+    ]
+    other_client = urlencode({"response_type": "code", "client_id": "c2", "redirect_uri": CALLBACK, "scope": "mcp:tools"})
+    missed = flow.answer("GET", f"/authorize?{other_client}", [], b"", LIVE)
+    assert missed is not None and missed.status == 400
+    assert "differs in client_id, code_challenge_method, resource, scope" in json.loads(missed.body)["error_description"]
+    assert len(flow.misses) == 2  # the wrong verifier, the other client
+
+
 def test_another_client_is_registered_under_the_recorded_client_id() -> None:
     """A real server registers any client's metadata: a live client unlike the recorded one gets
     the recorded client_id and secret, its own metadata registered (adapted, no miss)."""
