@@ -326,9 +326,9 @@ class AuthFlow:
             if on_mcp:
                 return None
             if negotiated is None:
-                problem = differences[0] if differences else "no recorded exchange matches"
-                self.misses.append(Unmatched(f"{method} {path}", problem))
-                return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({problem})")
+                why = differences[0] if differences else "no recorded exchange matches"
+                self.misses.append(Unmatched(f"{method} {path}", why))
+                return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({why})")
             chosen, negotiable = negotiated
         exchange = self.exchanges[chosen]
         if not on_mcp and (problem := self._check_pkce(exchange, there, headers, body)) is not None:
