@@ -378,8 +378,9 @@ class FramePacker:
         try:
             packed = self._pack(frame_array(frame, channels))
         except (OverflowError, ValueError, TypeError):
+            frame = self._instead(frame)  # its channel as written, if `instead` changes that too
             try:
-                packed = self._pack(frame_array(self._instead(frame), channels))
+                packed = self._pack(frame_array(frame, channels))
             except (OverflowError, ValueError, TypeError) as error:  # not in the message: in its info, say
                 raise Unpackable(f"frame {frame.seq} cannot be written as msgpack ({error})") from None
         if frame.channel not in channels:

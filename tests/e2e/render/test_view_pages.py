@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
-from tapes.cassette.store import CassetteError, CassetteWriter, Header, load, save, stream
+from tapes.cassette.store import Cassette, CassetteError, CassetteWriter, Header, load, save, stream
 from tapes.render.view import Side, render_page, write_page
 
 from tests.support.hostile_cassettes import cassettes, mutated_cassettes, recursion_as_in_the_cli
@@ -79,6 +79,22 @@ def test_values_json_has_no_word_for_keep_their_meaning(tmp_path: Path) -> None:
     params = rows[0]["body"]["message"]["params"]
     assert params == {"__proto__": {"polluted": True}, "<1 bytes: AQ==>": "<2 bytes: AP8=>"}
     assert rows[1]["body"]["message"]["result"] == {"constructor": 1, "é": 2, "Ã©": 3}
+
+
+def test_channels_a_jsonl_cassette_names_with_a_lone_surrogate_keep_their_frames(tmp_path: Path) -> None:
+    """Such a channel has no msgpack form: the page names it escaped, and every frame on it, packed
+    as it is or shown escaped, stays on it (the channels are numbered as the page reads them)."""
+    odd, other = "http:\udfff", "http:2"
+    weird = {"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"text": "\ud800"}}  # no msgpack form either
+    plain = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    channels = [odd, odd, "http:\udffe", odd, other, other]
+    messages = [weird, plain, plain, weird, plain, plain]
+    frames = [Frame(n, n / 10, C2S, channel, Kind.MESSAGE, message)
+              for n, (channel, message) in enumerate(zip(channels, messages, strict=True), start=1)]
+    save(Cassette(Header("http", {"url": "http://x/mcp"}), frames), tmp_path / "odd.jsonl")
+    side = model_of(streamed_page(tmp_path / "odd.jsonl"))["sides"][0]
+    names = [side["channels"][row["ch"]]["name"] for row in side["rows"]]
+    assert names == ["http:\\udfff", "http:\\udfff", "http:\\udffe", "http:\\udfff", other, other]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
