@@ -408,7 +408,8 @@ const tapesModel = (() => {
       const channel = typeof record[3] === "string" ? (this.channels.push(record[3]), record[3]) : this.channels[Number(record[3])];
       const info = record[7];
       return {
-        seq: record[0], t: record[1], fromClient: Number(record[2]) === 0, channel, kind: KINDS[Number(record[4])],
+        // a seq past 2^53 (a BigInt), or a time stored as a wide integer, as near as a number holds it
+        seq: Number(record[0]), t: Number(record[1]), fromClient: Number(record[2]) === 0, channel, kind: KINDS[Number(record[4])],
         message: record[5] === undefined ? null : record[5], data: record[6] === undefined ? null : record[6],
         info: info === undefined ? null : info, partial: isMap(info) && Boolean(info.partial),
       };

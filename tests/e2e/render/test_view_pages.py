@@ -8,6 +8,7 @@ import io
 import tempfile
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -62,19 +63,25 @@ def test_a_cut_off_cassette_shows_its_whole_frames_and_says_the_last_was_cut(tmp
 def test_values_json_has_no_word_for_keep_their_meaning(tmp_path: Path) -> None:
     """A `__proto__` key is a key like any other (the npm msgpack decoder refuses the whole input
     for one), and so are Object.prototype's names and keys that are not ASCII (the page caches
-    ASCII keys by their bytes); integers past 2^53 keep their digits in the filter's ids; msgpack
-    bytes as keys and values are named with their base64, as `tapes export` names them."""
+    ASCII keys by their bytes); integers past 2^53 keep their digits in the filter's ids, and as a
+    frame's seq or time are as near as a number gets; msgpack bytes as keys and values are named
+    with their base64, as `tapes export` names them."""
     big = 2**63 + 5
     frames = [
         Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "method": "tools/call",
                                                  "params": {"__proto__": {"polluted": True}, b"\x01": b"\x00\xff"}}),
         Frame(2, 0.1, S2C, STDIO, Kind.MESSAGE, {"jsonrpc": "2.0", "id": big, "result": {"constructor": 1, "é": 2, "Ã©": 3}}),
+        Frame(2**63 - 1, 0.2, S2C, STDIO, Kind.STDERR, data=b"a frame number past 2^53"),
     ]
     path = tmp_path / "odd.tape"
     with CassetteWriter(path, Header("stdio", {"command": ["server"]})) as writer:
         writer.write(frames)
+    with path.open("ab") as file:  # a time stored as an integer, wider than 2^53 (the loader takes it)
+        file.write(msgpack.packb([3, 2**62, 1, 0, 2, None, b"late"]))
     rows = model_of(streamed_page(path))["sides"][0]["rows"]
-    assert [row["what"] for row in rows] == [f"request tools/call #{big}", f"result #{big}"]
+    assert [row["what"] for row in rows] == [f"request tools/call #{big}", f"result #{big}", "stderr", "stderr"]
+    assert float(rows[3]["t"]) == float(2**62)
+    assert float(rows[2]["seq"]) == float(2**63 - 1)  # as near as the page's numbers hold it
     assert rows[0]["ids"] == [str(big)] and rows[0]["g"] == rows[1]["g"] == 0  # tied by their (exact) id
     params = rows[0]["body"]["message"]["params"]
     assert params == {"__proto__": {"polluted": True}, "<1 bytes: AQ==>": "<2 bytes: AP8=>"}
