@@ -975,7 +975,7 @@ const tapesModel = (() => {
     // Marks by row: sorted (stably) so a row's marks are found by binary search, in their order.
     const marks = diagram.marks.sort((a, b) => a[0] - b[0]);
     const side = {
-      index, title: data.title, meta, warnings: data.warnings, rows: data.rows, n: data.rows,
+      index, title: data.title, meta, warnings: data.warnings, n: data.rows,
       seq: diagram.seq, t: diagram.t, k: diagram.k, ch: diagram.ch, g: diagram.g, what: diagram.what, sum: diagram.sum,
       ids: diagram.ids, eids: diagram.eids, notes: diagram.notes, groups: diagram.groups, marks,
       markRows: Int32Array.from(marks, (mark) => mark[0]),
