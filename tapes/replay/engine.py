@@ -501,6 +501,8 @@ class ReplayEngine:
         self._consume(interaction.client_items[0])
         if self._polls is Polls.LATEST:
             self._skip_polls_before(interaction)
+        if interaction.request["method"] == HANDSHAKE_METHOD:
+            self._skip_probes_before(interaction, request["id"])
         return interaction.client_items[0], []
 
     def _take_poll(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
@@ -534,16 +536,30 @@ class ReplayEngine:
                 self._skip_poll(poll)
 
     def _skip_poll(self, poll: Interaction) -> None:
-        """A recorded poll the live client did not make: nothing of it goes out, what waited for it
-        (a status notification tied to no request) does, and it is not reported unused. A later
-        poll may be answered with its state."""
-        poll.matched = poll.withheld = True
-        key = self._key(poll.request)
-        self._requests[key].remove(poll)
-        self._played[key].append(poll)  # a state the recording reached: a later poll may get it again
-        self._played_out(poll)
+        """A recorded poll the live client did not make: skipped (a later poll may be answered with
+        its state)."""
+        self._skip(poll)
         self._report.skipped += 1
-        self._consume(poll.client_items[0])
+
+    def _skip_probes_before(self, handshake: Interaction, live_id: Any) -> None:
+        """A live initialize moves the recording past the server/discover probes its recorded client
+        sent first, which a client that opens with initialize at once never sends: what waited for
+        them (the server's stderr at start) goes out."""
+        for probe in list(self._unplayed_by_method.get(DISCOVER_METHOD, ())):
+            if probe.frame_seq < handshake.frame_seq:
+                self._skip(probe)
+                self._adapted.append(f"initialize id {live_id!r}: the live client did not probe first; the recorded "
+                                     f"{probe.describe()} before it was skipped")
+
+    def _skip(self, interaction: Interaction) -> None:
+        """A recorded request the live client did not make and need not: nothing of it goes out,
+        what waited for it does, and it is not reported unused."""
+        interaction.matched = interaction.withheld = True
+        key = self._key(interaction.request)
+        self._requests[key].remove(interaction)
+        self._played[key].append(interaction)  # a state the recording reached: a later poll may get it again
+        self._played_out(interaction)
+        self._consume(interaction.client_items[0])
 
     def _recorded_time(self, interaction: Interaction) -> float:
         return self._item_frames[interaction.client_items[0]].t

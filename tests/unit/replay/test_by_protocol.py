@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tapes.cassette.frames import Kind
+from tapes.cassette.stdio_framer import StdioFramer, Stream
 from tapes.replay.engine import Repeats, ReplayEngine
 from tapes.replay.matching import CallableMatcher, Matcher, matcher_named
 from tapes.replay.outcomes import NO_MATCH
@@ -47,6 +49,27 @@ def test_a_handshake_from_another_client_gets_the_recorded_answer_and_a_note() -
     assert '/params/protocolVersion: "2025-06-18" → "2025-11-25"' in adapted and "/params/capabilities/sampling" in adapted
     assert any(line.startswith("adapted initialize id 0") for line in report.lines())
     assert report.as_json()["adapted"] == [adapted]
+
+
+def test_a_client_that_does_not_probe_first_still_gets_what_the_server_said_after_the_recorded_probe() -> None:
+    # A recording by a client that probes with server/discover, to a server of an initialize era
+    # that wrote to stderr after the probe came: a client that opens with initialize at once gets
+    # that stderr too, and the probe is no miss, nor unused.
+    framer = StdioFramer()
+    frames = [*framer.data(0, Stream.CLIENT_STDIN, json.dumps(req(1, "server/discover")).encode() + b"\n"),
+              *framer.data(1, Stream.SERVER_STDERR, b"Starting server...\n"),
+              *framer.data(2, Stream.SERVER_STDOUT, json.dumps({"jsonrpc": "2.0", "id": 1, "error": {
+                  "code": METHOD_NOT_FOUND, "message": "Method not found"}}).encode() + b"\n"),
+              *framer.data(3, Stream.CLIENT_STDIN, json.dumps(initialize(2, "2025-06-18", {})).encode() + b"\n"),
+              *framer.data(4, Stream.SERVER_STDOUT, json.dumps(res(2, RECORDED_RESULT)).encode() + b"\n")]
+    engine = ReplayEngine(frames)
+    reception = engine.receive(json.dumps(initialize(0, "2025-06-18", {})).encode())
+    assert [(action.frame.kind, action.payload) for action in reception.actions] == [
+        (Kind.STDERR, b"Starting server..."), (Kind.MESSAGE, json.dumps(res(0, RECORDED_RESULT), separators=(",", ":")).encode())]
+    report = engine.report
+    assert report.clean and report.unused == []
+    assert report.adapted == ["initialize id 0: the live client did not probe first; the recorded server/discover #1 "
+                              "(frame 1) before it was skipped"]
 
 
 def test_an_equal_handshake_is_preferred_and_is_no_adaptation() -> None:
