@@ -756,6 +756,9 @@ class ReplayEngine:
             found = self._differences(expected, request, size)
             shown = _first_differences(found)
             return f"requests must come in recorded order: the next recorded is {expected.describe()}, differing at {shown}"
+        if (played := self._last_played(self._key(request), request)) is not None:  # not under --repeats allow
+            return (f"no recorded request matches {method}: it repeats {played.describe()}, which was already played "
+                    "and the recording has no other like it (--repeats allow answers a repeat again)")
         # the first unplayed requests of the same method; of any method when there is none
         candidates = list(islice(self._unplayed_by_method.get(method) or self._unplayed_by_method[None], NEAREST_CANDIDATES))
         if not candidates:

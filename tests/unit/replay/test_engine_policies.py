@@ -85,7 +85,12 @@ def test_repeats_in_order_is_a_miss_and_allow_answers_again() -> None:
     once = recording(("c", req(1, "tools/call", call)), ("s", res(1, "4")))
     strict_count = ReplayEngine(once)
     send(strict_count, req(1, "tools/call", call))
-    assert send(strict_count, req(2, "tools/call", call))[0]["error"]["code"] == NO_MATCH
+    [error] = send(strict_count, req(2, "tools/call", call))
+    assert error["error"]["code"] == NO_MATCH
+    # the miss names the identical request already played, not one that differs elsewhere
+    assert error["error"]["message"] == (
+        "mcp-tapes: no recorded request matches tools/call: it repeats tools/call #1 (frame 1), which was already "
+        "played and the recording has no other like it (--repeats allow answers a repeat again)")
     allowing = ReplayEngine(once, repeats=Repeats.ALLOW)
     send(allowing, req(1, "tools/call", call))
     assert send(allowing, req(7, "tools/call", call)) == [res(7, "4")]
