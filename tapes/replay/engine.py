@@ -19,6 +19,8 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 
 from __future__ import annotations
 
+import dataclasses
+import signal
 import sys
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -26,7 +28,7 @@ from itertools import islice
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from tapes.cassette.frames import STDIO, Frame
+from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem, checked_payload
 from tapes.replay.matching import Difference, Matcher
@@ -50,6 +52,8 @@ NEAREST_CANDIDATES = 16
 in recorded order): naming the nearest must not cost a search of the whole recording."""
 DEEP_DIFF_SIZE = 64 * 1024
 """Bytes past which a miss and a candidate are compared member by member of their params, not in depth."""
+_STOPPING_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL})
+"""What a client (or its harness) sends a server it is done with."""
 Found = TypeVar("Found")
 
 
@@ -389,7 +393,19 @@ class ReplayEngine:
         self.index_all()
         if self._end:
             self._consume(self._end.popleft())
-        return self._release()
+        return [self._stopped_by_its_client(action) for action in self._release()]
+
+    def _stopped_by_its_client(self, action: Action) -> Action:
+        """A recorded exit the client's end released: a death by a signal that stops a server (the
+        recorded client killed a server that outlived its stdin, as SDK clients do) is no exit
+        status of the server's own: the replay, which ends when the live client closes stdin,
+        exits 0 there."""
+        info = action.frame.info or {}
+        if action.frame.kind is not Kind.EXIT or info.get("signal") not in _STOPPING_SIGNALS:
+            return action
+        self._adapted.append(f"exit: the recorded server was stopped by signal {info['signal']} after its client closed "
+                             "stdin; the replay exits 0 as the live client closes stdin")
+        return dataclasses.replace(action, frame=action.frame._replace(info={**info, "code": 0, "signal": None}))
 
     @property
     def report(self) -> Report:

@@ -4,8 +4,12 @@ re-stamping, server→client requests, cancellation, batches and the misses repo
 from __future__ import annotations
 
 import json
+import signal
 
-from tapes.cassette.frames import Frame
+import pytest
+
+from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.stdio_framer import StdioFramer
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.outcomes import NO_MATCH
 from tapes.wire.jsonrpc import PARSE_ERROR
@@ -187,6 +191,29 @@ def test_server_output_before_any_client_message_is_released_at_start_and_exit_a
     send(engine, req(1, "ping"))
     [exit_action] = engine.end()
     assert exit_action.frame is not None and exit_action.frame.info == {"code": 0, "signal": None}
+
+
+@pytest.mark.parametrize(("stopped_after_stdin", "signal_number", "code"), [
+    (True, signal.SIGTERM, 0),  # the recorded client killed a server that outlived its stdin: not the server's status
+    (True, signal.SIGKILL, 0),
+    (True, signal.SIGSEGV, None),  # a crash is the server's own
+    (False, signal.SIGTERM, None),  # killed while its client still talked: part of the session
+])
+def test_a_server_its_client_stopped_with_a_signal_after_closing_stdin_replays_as_a_clean_exit(
+        stopped_after_stdin: bool, signal_number: int, code: int | None) -> None:
+    frames = recording(("c", req(1, "ping")), ("s", res(1, {})), *([("c_end", None)] if stopped_after_stdin else []))
+    frames.append(StdioFramer().exit(9.0, None, signal_number)._replace(seq=len(frames) + 1))
+    if not stopped_after_stdin:
+        frames += [end._replace(seq=len(frames) + 1) for end in recording(("c_end", None))]
+    engine = ReplayEngine(frames)
+    released = engine.receive(json.dumps(req(1, "ping")).encode()).actions + engine.end()
+    [exit_info] = [action.frame.info for action in released if action.frame.kind is Kind.EXIT]
+    if code is None:
+        assert exit_info == {"code": None, "signal": signal_number} and engine.report.adapted == []
+    else:
+        assert exit_info == {"code": 0, "signal": None}
+        assert engine.report.adapted == [f"exit: the recorded server was stopped by signal {int(signal_number)} after "
+                                         "its client closed stdin; the replay exits 0 as the live client closes stdin"]
 
 
 def test_a_message_holding_bytes_is_refused_in_one_sentence() -> None:
