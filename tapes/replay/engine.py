@@ -870,13 +870,22 @@ def _unlistened(capabilities: dict[str, Any]) -> dict[str, Any]:
 
 def _in_handshake_era(item: dict[str, Any]) -> dict[str, Any]:
     """A 2026-07-28 result as a server of both eras sends it to a client that opened with
-    initialize: without the members no earlier era has (resultType "complete", caching hints).
+    initialize: without the members no earlier era has (resultType "complete", caching hints),
+    nor the server info stamped in its `_meta` (such a client had it in the initialize result).
     An input_required result has no such form, and goes as recorded."""
     result = item.get("result")
-    if type(result) is not dict or result.get("resultType", "complete") != "complete" or not any(
-            member in result for member in STATELESS_RESULT_MEMBERS):
+    if type(result) is not dict or result.get("resultType", "complete") != "complete":
         return item
-    return {**item, "result": {k: v for k, v in result.items() if k not in STATELESS_RESULT_MEMBERS}}
+    meta = result.get("_meta")
+    stamped = type(meta) is dict and SERVER_INFO_KEY in meta
+    if not stamped and not any(member in result for member in STATELESS_RESULT_MEMBERS):
+        return item
+    result = {k: v for k, v in result.items() if k not in STATELESS_RESULT_MEMBERS}
+    if stamped:
+        del result["_meta"]
+        if rest := {k: v for k, v in meta.items() if k != SERVER_INFO_KEY}:
+            result["_meta"] = rest
+    return {**item, "result": result}
 
 
 def _with_client_task(item: dict[str, Any], live_tasks: dict[Any, Any]) -> dict[str, Any]:

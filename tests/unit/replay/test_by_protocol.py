@@ -176,9 +176,11 @@ def test_the_discover_probe_is_a_miss_where_the_recording_has_no_initialize() ->
 MODERN = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
 DISCOVERED = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {"listChanged": True}}, "instructions": "hi",
               "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "2"}}}
+# the SDK server stamps its info on every result at 2026-07-28
+LISTED = {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "2"}, "example/trace": 7}}
 STATELESS_SESSION = recording(("c", req(1, "server/discover", MODERN)), ("s", res(1, DISCOVERED)),
-                              ("c", req(2, "tools/list", MODERN)),
-                              ("s", res(2, {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})))
+                              ("c", req(2, "tools/list", MODERN)), ("s", res(2, LISTED)))
 
 
 @pytest.mark.parametrize(("asked", "answered"), [("2025-06-18", "2025-06-18"), ("2024-11-05", "2024-11-05"),
@@ -191,7 +193,7 @@ def test_an_initialize_to_a_stateless_era_recording_is_answered_from_its_discove
         "serverInfo": {"name": "s", "version": "2"}, "instructions": "hi"})]
     assert send(engine, note("notifications/initialized")) == []
     # _meta is left out of matching; the result comes in the client's era's form
-    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": []})]
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": [], "_meta": {"example/trace": 7}})]
     assert engine.report.clean and engine.report.unused == ["server/discover #1 (frame 1)"]
     assert engine.report.adapted == [
         (f"initialize id 0: answered at {answered} from the recorded server/discover #1 (frame 1), as a server of both "
@@ -212,16 +214,14 @@ def test_clients_of_both_eras_served_by_one_engine_each_get_their_eras_form() ->
     # a stateless HTTP recording has one engine for every live client
     engine = ReplayEngine(STATELESS_SESSION, repeats=Repeats.ALLOW)
     send(engine, initialize(0, "2025-11-25", {}))
-    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": []})]
-    assert send(engine, req(2, "tools/list", MODERN)) == [
-        res(2, {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})]
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": [], "_meta": {"example/trace": 7}})]
+    assert send(engine, req(2, "tools/list", MODERN)) == [res(2, LISTED)]
 
 
 def test_a_client_of_the_stateless_era_gets_the_recorded_results_whole() -> None:
     engine = ReplayEngine(STATELESS_SESSION)
     assert send(engine, req(0, "server/discover", MODERN)) == [res(0, DISCOVERED)]
-    assert send(engine, req(1, "tools/list", MODERN)) == [
-        res(1, {"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private"})]
+    assert send(engine, req(1, "tools/list", MODERN)) == [res(1, LISTED)]
     assert engine.report.clean and engine.report.adapted == []
 
 
