@@ -79,7 +79,7 @@ from tapes.replay.streams import (
     as_stream_message,
     sse_bytes,
 )
-from tapes.wire.eras import KNOWN_VERSIONS, STATELESS_VERSION
+from tapes.wire.eras import DISCOVER_METHOD, KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin, utf8_header
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, without_meta
 from tapes.wire.sse import is_event_stream
@@ -420,7 +420,7 @@ class HttpReplayer:
                 return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")
             return Response(status_code=204, headers=dict(allowed))
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
-            return _error(400, problem)
+            return self._refused(request, None, 400, problem, problem)
         if request.method == "POST":
             return await self._post(request, body)
         session = self._session_for(request, None)
@@ -448,6 +448,7 @@ class HttpReplayer:
         incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
         message = incoming.message
         if problem := batch_problem(message, request.headers.get("mcp-protocol-version"), self._recorded_batches):
+            self._miss(request, None, problem)
             return _made_up([Reply.error(None, INVALID_REQUEST, problem)])  # a 400
         session = self._session_for(request, message)
         if isinstance(session, Response):
@@ -455,6 +456,7 @@ class HttpReplayer:
         stateless = request.headers.get("mcp-protocol-version") == STATELESS_VERSION
         if stateless:
             if problem := header_mismatch(list(request.headers.items()), message, self._mirrored):
+                self._miss(request, message, problem)
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
             return await session.handover.forward(request, body)
@@ -530,7 +532,8 @@ class HttpReplayer:
         return response
 
     def _session_for(self, request: Request, message: Any) -> _Session | Response:
-        """The live session a request belongs to, or the error response that says why none."""
+        """The live session a request belongs to, or the error response that says why none (a miss:
+        the recording has no answer to it)."""
         session_id = request.headers.get("mcp-session-id") or legacy_session_id(str(request.url))
         if session_id is not None:
             session = self._live.get(session_id)
@@ -538,7 +541,8 @@ class HttpReplayer:
             # legacy session lives as long as its SSE stream, the only place its answers go.
             if (session is None or not session.claimed or session.deleted or session.stream_closed
                     or session_id in self._faults.missing_sessions):
-                return _error(404, "Not Found: session not found")
+                return self._refused(request, message, 404, "Not Found: session not found",
+                                     f"no live session has the id {session_id[:80]!r}")
             return session
         # A new session is opened the way the recorded one was: initialize, or a legacy GET.
         opening = classify(message) is MessageType.REQUEST and message["method"] == "initialize"
@@ -551,9 +555,28 @@ class HttpReplayer:
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
             return sessionless
         if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._originals):
-            return _error(400, "Bad Request: Mcp-Session-Id header is required")
-        return _error(400, "Bad Request: no session named: a legacy HTTP+SSE client posts to the URL its SSE stream's "
-                           "endpoint event gave, which carries the session id")
+            if classify(message) is MessageType.REQUEST and message["method"] == DISCOVER_METHOD:
+                # a 2026-07-28 client's probe: a server of an initialize era refuses it, and the client initializes
+                self._adapted.append(f"server/discover id {message['id']!r}: refused outside a session, as the recorded "
+                                     "server (of an initialize era) would")
+                return _error(400, "Bad Request: Mcp-Session-Id header is required")
+            return self._refused(request, message, 400, "Bad Request: Mcp-Session-Id header is required",
+                                 "it names no session, and opens none (the recorded sessions open with initialize)")
+        return self._refused(request, message, 400,
+                             "Bad Request: no session named: a legacy HTTP+SSE client posts to the URL its SSE "
+                             "stream's endpoint event gave, which carries the session id",
+                             "it names no session (a legacy HTTP+SSE client posts to its SSE stream's endpoint URL)")
+
+    def _refused(self, request: Request, message: Any, status: int, answer: str, reason: str) -> Response:
+        """A request no session takes: its error response, and a miss in the summary."""
+        self._miss(request, message, reason)
+        return _error(status, answer)
+
+    def _miss(self, request: Request, message: Any, reason: str) -> None:
+        """A live request refused before any session's engine saw it: the recording has no answer to it."""
+        what = (f"{message['method']} id {message['id']!r}" if classify(message) is MessageType.REQUEST
+                else f"{request.method} {_target(request)}")
+        self._unrouted.append(Unmatched(what, reason))
 
     def _continuation(self, session: _Session, message: Any) -> _Session | None:
         """For a live request its Streamable HTTP session's recording lacks: a recorded session no

@@ -169,6 +169,31 @@ def test_a_recorded_session_id_is_unknown_until_its_opening_request_came() -> No
         opened = http.post(server.url, content=initialize)
         assert opened.status_code == 200 and opened.headers["mcp-session-id"] == session["Mcp-Session-Id"]
         assert http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).status_code == 202
+    # the refused request is a miss: the recording has no answer to it
+    assert f"unmatched tools/list id 3: no live session has the id {session['Mcp-Session-Id']!r}" in server.report_lines
+    assert not server.clean
+
+
+def test_requests_no_session_takes_are_misses_but_a_probe_for_the_stateless_era_is_refused_as_a_server_would() -> None:
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+    probed = next(frame.channel for frame in cassette.frames if (frame.message or {}).get("method") == "server/discover")
+    unprobed = Cassette(cassette.header, [frame for frame in cassette.frames if frame.channel != probed])  # as the TS client records
+    with replay_server(unprobed) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
+        # a 2026-07-28 client probes first; a server of an initialize era refuses it, and the client initializes
+        probe = http.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "server/discover"})
+        assert probe.status_code == 400 and "Mcp-Session-Id header is required" in probe.json()["error"]["message"]
+        skipped = http.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert skipped.status_code == 400
+        odd = http.post(server.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+                        headers={"MCP-Protocol-Version": "1999-01-01"})
+        assert odd.status_code == 400 and "unsupported MCP-Protocol-Version" in odd.json()["error"]["message"]
+    lines = server.report_lines
+    assert ("adapted server/discover id 1: refused outside a session, as the recorded server (of an initialize era) "
+            "would") in lines
+    assert ("unmatched tools/list id 2: it names no session, and opens none (the recorded sessions open with "
+            "initialize)") in lines
+    assert "unmatched POST /mcp: Bad Request: unsupported MCP-Protocol-Version '1999-01-01'" in lines
+    assert not server.clean
 
 
 def test_a_batch_is_refused_at_a_version_without_batches_and_does_not_slip_past_the_header_checks() -> None:
@@ -179,6 +204,14 @@ def test_a_batch_is_refused_at_a_version_without_batches_and_does_not_slip_past_
         batch = http.post(server.url, content=b"[" + call + b"]", headers={"MCP-Protocol-Version": "2026-07-28"})
         assert batch.status_code == 400 and batch.json()["error"]["code"] == INVALID_REQUEST
         assert "2026-07-28" in batch.json()["error"]["message"]
+        assert ("unmatched POST /mcp: Invalid Request: JSON-RPC batches are not part of protocol version '2026-07-28'"
+                in server.report_lines)
+        # nor one whose headers say other than its body
+        mismatched = http.post(server.url, content=call, headers={"MCP-Protocol-Version": "2026-07-28",
+                                                                  "Mcp-Method": "tools/list", "Mcp-Name": name})
+        assert mismatched.status_code == 400 and mismatched.json()["error"]["code"] == HEADER_MISMATCH
+        assert any(line.startswith(f"unmatched tools/call id {json.loads(call)['id']!r}: Header mismatch")
+                   for line in server.report_lines)
         # the recorded call is still there for the client that sends it as 2026-07-28 says
         single = http.post(server.url, content=call, headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
                                                               "Mcp-Name": name})

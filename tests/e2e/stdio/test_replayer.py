@@ -168,6 +168,21 @@ def test_replay_exit_code_and_summary_reflect_misses(everything_session: tuple[P
     assert relaxed.returncode == 0 and relaxed.stdout == strict.stdout
 
 
+def test_the_summary_shows_no_control_character_of_a_live_client_and_stays_short(
+        everything_session: tuple[Path, Any]) -> None:
+    cassette, _ = everything_session
+    forged = "\x1b[31mRED\x1b[0m\nFAKE: tapes replay: played 99 frames, 0 unmatched"
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": forged}).encode(),
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "m" * 100_000}).encode()]
+    done = run_replay(cassette, lines, "--allow-unmatched")
+    said = done.stderr.decode()
+    assert "\x1b" not in said and "\nFAKE" not in said  # each shown as its \xNN escape, on the miss's own line
+    assert "unmatched \\x1b[31mRED\\x1b[0m\\x0aFAKE: tapes replay: played 99 frames" in said
+    assert max(len(line) for line in said.splitlines()) < 2200 and "more characters)" in said
+    # the client still gets the whole error, with the method it sent
+    assert [json.loads(reply)["id"] for reply in done.stdout.splitlines()] == [1, 2]
+
+
 def test_replay_writes_only_protocol_messages_on_stdout(everything_session: tuple[Path, Any]) -> None:
     cassette, _ = everything_session
     frames = load(cassette).frames
