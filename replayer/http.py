@@ -392,7 +392,7 @@ class HttpReplayer:
         local = request.scope.get("server")
         if not host_allowed(request.headers.get("host"), self._allowed_hosts | {local[0]} if local else self._allowed_hosts):
             return _error(421, "Misdirected Request: Host not allowed")
-        path = request.scope["path"]  # decoded, as starlette routes on it (request.url builds a whole URL)
+        path = _path(request)
         body: bytes | None = None
         if self.auth.claims(request.method, path):
             read = await self._body(request) if request.method == "POST" else b""
@@ -460,13 +460,13 @@ class HttpReplayer:
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
             return await session.handover.forward(request, body)
-        reception = session.replay.receive(body, incoming, list(request.headers.items()))
+        reception = session.replay.receive(body, incoming, list(request.headers.items()), path=_path(request))
         if reception.missed and (other := self._continuation(session, message)) is not None:
             session.replay.withdraw_misses(reception.missed)
             self._adapted.append(f"{message['method']} id {message['id']!r}: played from recorded session "
                                  f"{other.recorded_id}, which its client opened for it (the live client went on in one session)")
-            session.continue_in(other, request.url.path)
-            reception = session.replay.receive(body, incoming, list(request.headers.items()))
+            session.continue_in(other, _path(request))
+            reception = session.replay.receive(body, incoming, list(request.headers.items()), path=_path(request))
         if message is not None and not reception.missed:
             session.worked = session.worked or not only_opened({item.get("method") for item in items(message)
                                                                 if isinstance(item, dict)})
@@ -546,7 +546,7 @@ class HttpReplayer:
             return session
         # A new session is opened the way the recorded one was: initialize, or a legacy GET.
         opening = classify(message) is MessageType.REQUEST and message["method"] == "initialize"
-        if opening or (request.method == "GET" and request.scope["path"] in self._legacy_paths):
+        if opening or (request.method == "GET" and _path(request) in self._legacy_paths):
             found = self._open_session(request.method, message if opening else None, request.headers.get("user-agent"))
             if found is not None:
                 return found
@@ -649,7 +649,7 @@ class HttpReplayer:
         on_message = (lambda message: session.deliver([as_stream_message(stream, message)])) if (
             stream := session.open_stream) is not None else None
         try:
-            await handover.start(session.replay.sent, session.replay.replayed, request.url.path, on_message)
+            await handover.start(session.replay.sent, session.replay.replayed, _path(request), on_message)
         except HandoverFailed as failure:
             await handover.close()
             await anyio.to_thread.run_sync(handover.discard)
@@ -819,11 +819,15 @@ def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     return encode([*items(parse(body)), *(reply.message for reply in replies)])
 
 
+def _path(request: Request) -> str:
+    """The request's path as the client sent it, escapes and all (as recorded)."""
+    return request.scope.get("raw_path", request.scope["path"].encode()).decode("latin-1")
+
+
 def _target(request: Request) -> str:
     """The request's path and query as the client sent them (as recorded)."""
     query = request.scope.get("query_string", b"")
-    return request.scope.get("raw_path", request.scope["path"].encode()).decode("latin-1") + (
-        f"?{query.decode('latin-1')}" if query else "")
+    return _path(request) + (f"?{query.decode('latin-1')}" if query else "")
 
 
 def _too_large(limit: int) -> Response:

@@ -171,6 +171,7 @@ class ReplayEngine:
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
+        self._live_path: str | None = None  # where the live message being received was POSTed (HTTP)
         self._listed_again_count: Counter[str] = Counter()  # list requests answered again (see _listed_again)
         self._list_changes: dict[str, int] | None = None  # list_changed notification -> the seq of its last one
         self._empty_answers: Counter[str] = Counter()  # ... and the pings (and log levels) it got, counted per method
@@ -286,11 +287,13 @@ class ReplayEngine:
         """What the server sent before the client said anything."""
         return self._release()
 
-    def receive(self, payload: bytes, incoming: Incoming | None = None, *, line: bool = False) -> Reception:
+    def receive(self, payload: bytes, incoming: Incoming | None = None, *, line: bool = False,
+                path: str | None = None) -> Reception:
         """One message (or batch) from the live client, as wire bytes; `incoming` is what
         `jsonrpc.read_client` makes of them, when the adapter has already read them. `line`: it
         came as a line of newline-delimited JSON (stdio), where a blank line is no message: it is
-        skipped, as SDK servers skip it, unless the recorded client sent one there too.
+        skipped, as SDK servers skip it, unless the recorded client sent one there too. `path`:
+        the path an HTTP POST carrying it went to (a request plays only one recorded there).
 
         This is where live input is checked, once: whatever is not well-formed JSON-RPC (not
         JSON, too deep, an id that is an array, params that are a string, ...) gets its JSON-RPC
@@ -298,6 +301,7 @@ class ReplayEngine:
         and everything after this point can trust the shape of what it is handed."""
         if incoming is None:
             incoming = read_client(payload)
+        self._live_path = path
         if incoming.message is None and (recorded := self._until(lambda: self._queue(self._raw, self._index.raw, payload))):
             key = recorded.popleft()  # bytes that are not JSON-RPC, sent by the recorded client too
             self._consume(key)
@@ -577,6 +581,11 @@ class ReplayEngine:
         self._played_out(interaction)
         self._consume(interaction.client_items[0])
 
+    def _on_live_path(self, interaction: Interaction) -> bool:
+        """Whether the recorded request went where the live one goes (always, off HTTP)."""
+        recorded = self._index.post_paths.get(interaction.channel)
+        return recorded is None or self._live_path is None or recorded == self._live_path
+
     def _recorded_time(self, interaction: Interaction) -> float:
         return self._item_frames[interaction.client_items[0]].t
 
@@ -588,7 +597,7 @@ class ReplayEngine:
             expected = self._next_unplayed()
             candidates = [expected] if expected is not None and expected in unplayed else []
         for interaction in candidates:
-            if self._matcher.accepts(interaction.request, request):
+            if self._matcher.accepts(interaction.request, request) and self._on_live_path(interaction):
                 unplayed.remove(interaction)
                 return interaction
         return None
@@ -721,7 +730,7 @@ class ReplayEngine:
 
     def _last_played(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
         for interaction in reversed(self._played.get(key, [])):
-            if self._matcher.accepts(interaction.request, request):
+            if self._matcher.accepts(interaction.request, request) and self._on_live_path(interaction):
                 return interaction
         return None
 
@@ -779,10 +788,14 @@ class ReplayEngine:
         candidates = list(islice(self._unplayed_by_method.get(method) or self._unplayed_by_method[None], NEAREST_CANDIDATES))
         if not candidates:
             return f"no recorded request matches {method}: every recorded request was already played"
-        scored = [(interaction.request["method"] != method, len(found), interaction.frame_seq, interaction, found)
+        scored = [(interaction.request["method"] != method, len(found) + (not self._on_live_path(interaction)),
+                   interaction.frame_seq, interaction, found)
                   for interaction in candidates for found in [self._differences(interaction, request, size)]]
         *_, nearest, found = min(scored, key=lambda entry: entry[:3])
         shown = _first_differences(found)
+        if not self._on_live_path(nearest):
+            moved = f"its path: {self._index.post_paths[nearest.channel]!r} → {self._live_path!r}"
+            shown = f"{moved}; {shown}" if shown else moved
         return f"no recorded request matches {method}; nearest recorded is {nearest.describe()}, differing at {shown}"
 
     def _played_out(self, interaction: Interaction) -> None:

@@ -129,6 +129,7 @@ class RecordingIndex:
     # is the client tearing down, and the replayed stream ends as a served one does)
     channel_items: dict[str, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
+    post_paths: dict[str, str] = field(default_factory=dict)  # each POST exchange's path (no query), as recorded
     closed_by_client: set[str] = field(default_factory=set)
 
     complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
@@ -235,7 +236,8 @@ class _Walk:
         if frame.kind is Kind.HTTP_REQUEST:
             info = frame.info or {}
             if info.get("method") == "POST":
-                return []  # a POST is matched by its body
+                index.post_paths[frame.channel] = str(info.get("path", "/")).split("?", 1)[0]
+                return []  # a POST is matched by its body (and path)
             index.opens.append(key)
             if info.get("method") == "GET":
                 self.streams.add(frame.channel)

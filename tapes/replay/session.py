@@ -51,9 +51,10 @@ class ReplaySession:
         return self._noted(Reception(self.engine.start()))
 
     def receive(self, payload: bytes, incoming: Incoming | None = None, headers: HeaderFields = (), *,
-                line: bool = False) -> Reception:
+                line: bool = False, path: str | None = None) -> Reception:
         """A live client message; `incoming`: what `jsonrpc.read_client` made of it, if the adapter
-        read it; `line`: it came as a line of newline-delimited JSON (see `ReplayEngine.receive`)."""
+        read it; `line`: it came as a line of newline-delimited JSON, `path`: the path of the HTTP
+        POST it came in (see `ReplayEngine.receive`)."""
         if incoming is None:
             incoming = read_client(payload)
         if self._scrub is not None and incoming.message is not None:
@@ -63,7 +64,7 @@ class ReplaySession:
                 if classify(item) is MessageType.REQUEST and (fault := self._faults.for_request(item)) is not None:
                     self._faulted[item["id"]] = fault
                     self.engine.excuse_cancel(item["id"])  # a client that gives up on the answer cancels it
-        reception = self.engine.receive(payload, incoming, line=line)
+        reception = self.engine.receive(payload, incoming, line=line, path=path)
         for reply in reception.replies:  # a request that matched nothing got its error, not a fault
             self._faulted.pop(reply.message.get("id"), None)
         if self.may_hand_over and not reception.missed:

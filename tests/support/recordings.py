@@ -50,9 +50,9 @@ class Recording:
         self.frames.append(Frame(len(self.frames) + 1, 0.0, direction, f"http:{channel}", kind, message, data,
                                  info or None))
 
-    def post(self, channel: int, body: Any, session: str | None = None) -> None:
+    def post(self, channel: int, body: Any, session: str | None = None, path: str = "/mcp") -> None:
         headers = [["Content-Type", "application/json"]] + ([["Mcp-Session-Id", session]] if session else [])
-        self.add(C, channel, Kind.HTTP_REQUEST, method="POST", path="/mcp", headers=headers)
+        self.add(C, channel, Kind.HTTP_REQUEST, method="POST", path=path, headers=headers)
         self.add(C, channel, Kind.MESSAGE, body)
 
     def get(self, channel: int, session: str, last_event_id: str | None = None) -> None:

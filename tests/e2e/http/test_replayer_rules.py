@@ -227,3 +227,17 @@ def test_a_head_request_is_refused_and_leaves_the_session_alone() -> None:
         head = http.head(server.url, headers=session)  # starlette hands HEAD to the GET route
         assert head.status_code == 405 and head.headers["allow"] == "GET, POST, DELETE"
         assert http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session).status_code == 202
+
+
+def test_an_endpoint_whose_path_has_escapes_is_served_at_it() -> None:
+    cassette = load(CASSETTES / "everything-http-2025-11-25.tape")
+    escaped = Cassette(cassette.header, [
+        frame._replace(info={**frame.info, "path": frame.info["path"].replace("/mcp", "/my%20server", 1)})
+        if frame.kind is Kind.HTTP_REQUEST else frame for frame in cassette.frames])
+    with replay_server(escaped) as server, httpx.Client(timeout=TIMEOUT, headers=ACCEPT) as http:
+        assert server.url.endswith("/my%20server")
+        opened = http.post(server.url, content=client_sent(cassette, "initialize"))
+        assert opened.status_code == 200 and b'"protocolVersion"' in opened.content
+        # the path as it reads decoded is another one, which the recording never saw
+        assert http.post(server.url.replace("%20", "+"), content=client_sent(cassette, "initialize")).status_code == 404
+    assert server.clean is False and any("the recording has no request to that path" in line for line in server.report_lines)

@@ -131,3 +131,26 @@ def test_a_stream_the_recorded_client_closed_is_held_open_only_if_it_left_a_requ
     r.add(S, 2, Kind.STREAM_END, reason="client_disconnect")  # after it: the client tearing down
     engine = ReplayEngine(r.frames)
     assert engine.held_open("http:1") and not engine.held_open("http:2")
+
+
+def test_a_posted_request_plays_one_recorded_on_its_path() -> None:
+    # the recorded client sent the same call to a wrong path first (a 404), then to the endpoint
+    r = Recording()
+    call = req(1, "tools/call", {"name": "echo"})
+    r.post(1, call, path="/wrong")
+    r.head(1, 404, sse=False)
+    r.end(1)
+    r.post(2, call, path="/mcp?x=1")  # the query is no part of the path
+    r.head(2, 200, sse=False)
+    r.add(S, 2, Kind.MESSAGE, res(1, "echoed"))
+    r.end(2)
+    engine = ReplayEngine(r.frames)
+    payload = json.dumps(req(5, "tools/call", {"name": "echo"})).encode()
+    got = engine.receive(payload, path="/mcp")
+    assert got.channel == "http:2" and what(got.actions)[-2:] == [("http:2", "message", res(5, "echoed")), ("http:2", "stream_end", None)]
+    # another to a path the recorded one did not go to is a miss naming the path that differed
+    [miss] = engine.receive(payload, path="/other").replies
+    assert json.loads(miss.payload)["error"]["message"] == (
+        "mcp-tapes: no recorded request matches tools/call; nearest recorded is tools/call #1 (frame 2), "
+        "differing at its path: '/wrong' → '/other'")
+    assert engine.receive(payload, path="/wrong").channel == "http:1"
