@@ -479,12 +479,13 @@ class HttpReplayer:
         made_up = session.perform(reception)
         if session.legacy_stream is not None and made_up:
             if any(reply.malformed for reply in made_up):
-                return _made_up(made_up)  # a 400, as the SDK servers answer a body they cannot parse
+                return _made_up(made_up, reception.batch)  # a 400, as the SDK servers answer a body they cannot parse
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
-            session.deliver([as_stream_message(session.legacy_stream, reply.payload) for reply in made_up])
+            answers = [encode([reply.message for reply in made_up])] if reception.batch else [reply.payload for reply in made_up]
+            session.deliver([as_stream_message(session.legacy_stream, answer) for answer in answers])
             made_up = []
         if channel is None:
-            return _made_up(made_up)
+            return _made_up(made_up, reception.batch)
         # At 2026-07-28 a client cancels a request by closing its response stream.
         cancel = partial(session.engine.close_stream, reception.channel) if stateless else None
         return await self._exchange(request, session, Cursor(channel), made_up, cancel)
@@ -834,12 +835,12 @@ def _too_large(limit: int) -> Response:
     return _error(413, f"Payload Too Large: request bodies are limited to {limit} bytes")
 
 
-def _made_up(replies: list[Reply]) -> Response:
+def _made_up(replies: list[Reply], batch: bool = False) -> Response:
     """The answer to a POST that matched no recorded exchange: the engine's errors as JSON (400
-    for a body that is not JSON-RPC), or 202 when it was a notification or response."""
+    for a body that is not JSON-RPC; an array for a batch), or 202 when it was a notification or response."""
     if not replies:
         return Response(status_code=202)
-    body = replies[0].payload if len(replies) == 1 else encode([reply.message for reply in replies])
+    body = replies[0].payload if len(replies) == 1 and not batch else encode([reply.message for reply in replies])
     return Response(body, 400 if any(reply.malformed for reply in replies) else 200, media_type="application/json")
 
 

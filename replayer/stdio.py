@@ -36,7 +36,7 @@ from tapes.replay.episodes import (
 )
 from tapes.replay.outcomes import LONGEST_WAIT, Action, Reception
 from tapes.replay.session import ReplaySession, summary
-from tapes.wire.jsonrpc import BoundedLineSplitter, Overlong
+from tapes.wire.jsonrpc import BoundedLineSplitter, Overlong, encode
 
 STDIN, STDOUT, STDERR = 0, 1, 2
 
@@ -85,8 +85,11 @@ class _Server:
         self._held: list[threading.Timer] = []
 
     def perform(self, reception: Reception) -> None:
-        for reply in reception.replies:
-            self._stdout(reply.payload + b"\n")
+        if reception.batch and reception.replies:  # a batch's answers go back as one
+            self._stdout(encode([reply.message for reply in reception.replies]) + b"\n")
+        else:
+            for reply in reception.replies:
+                self._stdout(reply.payload + b"\n")
         for action in reception.actions:
             if delay := self.control.delay(action.gap):
                 with self._termination.wait():

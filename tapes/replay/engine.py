@@ -321,7 +321,8 @@ class ReplayEngine:
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
         resent, self._resent = self._resent, []
-        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent))
+        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent),
+                         incoming.batch)
 
     def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
         """An HTTP request without a body (a GET stream, a DELETE) to `target` (path and query):

@@ -69,6 +69,7 @@ class Reception:
     channel: str | None = None
     missed: int = 0
     repeated: int = 0
+    batch: bool = False  # the live message was a batch: its replies go back as one (JSON-RPC 2.0, section 6)
 
 
 @dataclass(frozen=True, slots=True)

@@ -373,6 +373,7 @@ class Incoming:
 
     message: Any
     refusals: list[Refusal]
+    batch: bool = False  # it was a batch (a JSON array of at least one item): whatever answers it is one too
 
     @property
     def json(self) -> bool:
@@ -392,7 +393,7 @@ def read_client(payload: bytes) -> Incoming:
         return Incoming(None, [Refusal(INVALID_REQUEST, "a batch must hold at least one message")])
     checked = [(item, refusal(item)) for item in value]
     good = [item for item, refused in checked if refused is None]
-    return Incoming(good or None, [refused for _, refused in checked if refused is not None])
+    return Incoming(good or None, [refused for _, refused in checked if refused is not None], batch=True)
 
 
 def unreadable_live(payload: bytes) -> bool:

@@ -38,8 +38,13 @@ def test_a_2025_03_26_batch_is_answered_as_a_batch() -> None:
     cassette = Cassette(Header("http", {"url": "http://up/mcp"}), r.frames)
     with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as http:
         answer = http.post(server.url, json=[req("b", "prompts/list"), req("a", "tools/list")], headers=ACCEPT)
+        # a batch of one, or of what is no message, is answered with an array too (JSON-RPC 2.0, section 6)
+        unmatched = http.post(server.url, json=[req("c", "resources/list")], headers=ACCEPT)
+        invalid = http.post(server.url, json=[1], headers=ACCEPT)
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
     assert answer.json() == [res("a", {"tools": []}), res("b", {"prompts": []})]
+    assert [item["id"] for item in unmatched.json()] == ["c"] and unmatched.json()[0]["error"]["code"] == NO_MATCH
+    assert invalid.status_code == 400 and [item["error"]["code"] for item in invalid.json()] == [INVALID_REQUEST]
 
 
 def batch_recording(sse: bool) -> Cassette:

@@ -168,6 +168,14 @@ def test_replay_exit_code_and_summary_reflect_misses(everything_session: tuple[P
     assert relaxed.returncode == 0 and relaxed.stdout == strict.stdout
 
 
+def test_a_batch_that_matches_nothing_gets_its_errors_as_one_array(everything_session: tuple[Path, Any]) -> None:
+    cassette, _ = everything_session
+    batch = json.dumps([{"jsonrpc": "2.0", "id": 1, "method": "nope/a"}, {"jsonrpc": "2.0", "id": 2, "method": "nope/b"}, 7])
+    done = run_replay(cassette, [batch.encode()], "--allow-unmatched")
+    [answer] = done.stdout.splitlines()
+    assert [(item["id"], item["error"]["code"]) for item in json.loads(answer)] == [(None, -32600), (1, -32090), (2, -32090)]
+
+
 def test_the_summary_shows_no_control_character_of_a_live_client_and_stays_short(
         everything_session: tuple[Path, Any]) -> None:
     cassette, _ = everything_session
