@@ -41,7 +41,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import FrameError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, unreadable_live
+from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, unreadable_live, usable_id
 from tapes.wire.sse import is_event_stream
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
@@ -241,9 +241,9 @@ class _Walk:
             index.opens.append(key)
             if info.get("method") == "GET":
                 self.streams.add(frame.channel)
-        elif frame.kind is Kind.RAW or (payload is not None and unreadable_live(payload)):
-            # a message no live client's can be read as (NaN, a BOM: what a lenient recorder parsed but
-            # the replay's reader refuses) is matched by its bytes, and gets what the server did
+        elif frame.kind is Kind.RAW or (payload is not None and (unreadable_live(payload) or _refused_live(frame.message))):
+            # a message no live client's can be read as (NaN, a BOM, an id of 3.5 or null: what a lenient
+            # recorder took but the replay's reader refuses) is matched by its bytes, and gets what the server did
             index.raw[frame.payload].append(key)
         elif frame.kind is Kind.STREAM_END:
             index.ends.append(key)
@@ -372,6 +372,12 @@ class _Walk:
         if item["method"] == "notifications/cancelled":
             return self.by_server_request.get(id_member(params_of(item), "requestId"))
         return None
+
+
+def _refused_live(message: Any) -> bool:
+    """Whether every item of this recorded client message has an id the replay's reader refuses
+    from a live client (`jsonrpc.refusal`): no live request can play it, the same bytes can."""
+    return all(isinstance(item, dict) and "id" in item and not usable_id(item["id"]) for item in items(message))
 
 
 def check_replayable(frames: Iterable[Frame]) -> None:

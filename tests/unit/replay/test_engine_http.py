@@ -9,6 +9,7 @@ from typing import Any
 from tapes.replay.engine import ReplayEngine
 from tapes.cassette.frames import Direction, Kind
 from tapes.replay.sessions import split_sessions
+from tapes.wire.jsonrpc import encode
 
 from tests.support.messages import note, progress, req, res
 from tests.support.recordings import Recording
@@ -154,3 +155,21 @@ def test_a_posted_request_plays_one_recorded_on_its_path() -> None:
         "mcp-tapes: no recorded request matches tools/call; nearest recorded is tools/call #1 (frame 2), "
         "differing at its path: '/wrong' → '/other'")
     assert engine.receive(payload, path="/wrong").channel == "http:1"
+
+
+def test_a_recorded_message_the_live_reader_refuses_is_matched_by_its_bytes() -> None:
+    # a lenient recorder took these as messages; the replay's reader refuses them, as the same
+    # bytes from the recording client: they play what the server said, not a made-up error
+    r = Recording()
+    odd = [{"jsonrpc": "2.0", "id": 3.5, "method": "tools/list"}, {"jsonrpc": "2.0", "id": None, "method": "tools/list"}]
+    for channel, message in enumerate(odd, start=1):
+        r.post(channel, message)
+        r.head(channel, 400, sse=False)
+        r.add(S, channel, Kind.MESSAGE, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid"}})
+        r.end(channel)
+    engine = ReplayEngine(r.frames)
+    for channel, message in enumerate(odd, start=1):
+        got = engine.receive(encode(message), path="/mcp")
+        assert got.replies == [] and got.channel == f"http:{channel}"
+        assert (f"http:{channel}", "http_response", 400) in what(got.actions)
+    assert engine.report.clean and engine.report.unused == []
