@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -264,8 +265,12 @@ class Refusal:
         return {"jsonrpc": "2.0", "id": self.id, "error": {"code": self.code, "message": f"{title}: {self.reason}"}}
 
 
+class _NotJson(ValueError):
+    """What Python's JSON reader takes but JSON is not."""
+
+
 def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _NotJson(f"{name} is not JSON")
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constants)
@@ -278,8 +283,10 @@ def read_json(payload: bytes) -> tuple[Any, Refusal | None]:
     could not be written back. Never raises."""
     try:
         value = _DECODER.decode(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, _NotJson) as error:
         return None, Refusal(PARSE_ERROR, str(error).splitlines()[0] if str(error) else "not JSON")
+    except ValueError:  # Python's guard against quadratic integer parsing
+        return None, Refusal(PARSE_ERROR, f"a number has more than {sys.get_int_max_str_digits()} digits")
     except RecursionError:
         return None, Refusal(PARSE_ERROR, "nested too deeply to read")
     # Both checks only when the bytes allow the problem: most payloads skip them.

@@ -228,6 +228,7 @@ def test_a_bounded_splitter_holds_nothing_of_an_endless_line() -> None:
         (b"[" * 100_000 + b"]" * 100_000, PARSE_ERROR, "nested too deeply"),
         (b"[" * 500 + b"]" * 500, INVALID_REQUEST, f"deeper than {MAX_DEPTH}"),
         (b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}', INVALID_REQUEST, "lone UTF-16 surrogate"),
+        (b'{"jsonrpc":"2.0","id":' + b"9" * 5000 + b',"method":"ping"}', PARSE_ERROR, "a number has more than 4300 digits"),
     ],
 )
 def test_payloads_that_are_not_json_the_replay_can_take(payload: bytes, code: int, says: str) -> None:
