@@ -733,7 +733,7 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
     import webbrowser
     from pathlib import Path
 
-    from tapes.cassette.store import stream
+    from tapes.cassette.store import replacing, stream
     from tapes.render.view import Side, write_page
 
     if output == "-" and open_browser:
@@ -746,18 +746,15 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
             return
         target = Path(output or Path(cassette).with_suffix(".html").name)
         _refuse_the_cassette_itself(target, cassette, f"-o {target}", "the page needs a file of its own")
-        try:
-            out = open(target, "wb")  # noqa: SIM115 - closed below, and removed if unfinished
+
+        def write(name: str) -> None:
+            with open(name, "wb") as out:
+                write_page(out, title, [side])
+
+        try:  # beside it, then renamed: a damaged cassette or a Ctrl-C leaves the page there was
+            replacing(target, write)
         except OSError as error:
             raise UserError(f"{target}: cannot be written ({error.strerror})") from None
-        with out:
-            try:
-                write_page(out, title, [side])
-            except BaseException as error:
-                target.unlink(missing_ok=True)  # no half page left behind a damaged cassette
-                if isinstance(error, OSError):
-                    raise UserError(f"{target}: cannot be written ({error.strerror})") from None
-                raise
     click.echo(f"tapes view: wrote {target}", err=True)
     if open_browser:
         webbrowser.open(target.resolve().as_uri())
