@@ -17,6 +17,7 @@ import itertools
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -374,6 +375,7 @@ def record_http(
         server={"url": shown[0]} if shown else {"proxy": True},
         redaction=rules.names() + ((hook_label(before_record),) if before_record else ()),
     )
+    _check_listen(*listen)  # before the cassette is opened: a mistake here leaves the one there was
     sink = _CassetteSink(output, header, redactor, before_record)
     try:
         code = asyncio.run(_serve(sink, target, shown, listen, confdir, banner, upstream_ca))
@@ -430,8 +432,22 @@ async def _serve(
     return 0
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Raise the UserError the proxy's listener would fail with on `host`:`port` (a port in use, a
+    host that names no address of this machine), now."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, protocol) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as mitmproxy's listener
+            sock.bind(address)
+    except OSError as error:
+        raise UserError(f"cannot listen on {host}:{port} ({_reason(error)})") from None
+
+
 def _reason(error: Exception) -> str:
     """Why a listener failed, in a few words (mitmproxy's own message suggests its CLI flags)."""
+    if isinstance(error, socket.gaierror):
+        return str(error.strerror).lower()
     if isinstance(error, OSError) and error.errno:
         return os.strerror(error.errno).lower()
     return str(error).splitlines()[0]

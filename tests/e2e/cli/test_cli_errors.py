@@ -172,3 +172,22 @@ def test_lint_prints_no_control_character_a_cassette_holds(output_format: str, t
     assert run.returncode == 1, run.stderr
     assert b"\x1b" not in run.stdout and b"\x07" not in run.stdout
     assert b"notifications/\\x1b]0;pwned\\x07\\x1b[2J sent with id 1" in run.stdout
+
+
+@pytest.mark.parametrize("listen", ["taken", "nosuch.invalid:8080"])
+def test_an_http_recording_that_cannot_listen_leaves_the_cassette_there_was(listen: str, tmp_path: Path) -> None:
+    import socket
+
+    cassette = tmp_path / "kept.tape"
+    kept = (CASSETTES / "everything-http-2025-11-25.tape").read_bytes()
+    cassette.write_bytes(kept)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}" if listen == "taken" else listen
+        run = subprocess.run([*TAPES, "record", "-o", str(cassette), "--listen", address, "--upstream",
+                              "http://127.0.0.1:9/mcp"], capture_output=True, timeout=60)
+    said = run.stderr.decode()
+    assert run.returncode == 2 and said.startswith(f"tapes: error: cannot listen on {address} (") and said.count("\n") == 1
+    assert ("address already in use" if listen == "taken" else "name or service not known") in said
+    assert cassette.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["kept.tape"]
