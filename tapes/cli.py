@@ -653,6 +653,11 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
                 live = verify_http(recording, upstream, output, step_timeout=step_timeout)
             else:
                 live = verify_stdio(recording, list(command), output, step_timeout=step_timeout)
+    from tapes.analysis.verify import silent_server
+
+    if (silent := silent_server(recording.frames, live.frames)) is not None:  # a server that did not start
+        kept = f" ({cassette} is left as it is)" if update else ""
+        raise UserError(f"the live server answered nothing, so nothing was compared{kept}" + (f": {silent}" if silent else ""))
     report = diff_cassettes(recording, live, old_name=cassette, new_name="live server", noise=noise)
     accepted = update and report.exit_code("any") != 0
     if accepted:

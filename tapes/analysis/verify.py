@@ -26,7 +26,7 @@ from tapes.cassette.frames import Frame, Kind
 from tapes.replay.index import checked_payload
 from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import MessageType, classify, decode, id_member, items, meta_of, params_of, wire_form
-from tapes.wire.text import is_digits
+from tapes.wire.text import is_digits, printable
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
@@ -357,3 +357,24 @@ class HttpClientScript(ClientScript):
             path = path.replace(f"={recorded}", f"={live}")
         return HttpRequest(line.exchange, info.get("method", "POST"), path, headers, body,
                            self._disconnects.get(line.exchange))
+
+
+def silent_server(recording: Sequence[Frame], live: Sequence[Frame]) -> str | None:
+    """None, unless the recorded server answered and the live one answered nothing at all (it did
+    not start, or died at once): then how it ended and what it said on stderr, as far as a stdio
+    session shows it ("" when it shows nothing)."""
+    if not _answers(recording) or _answers(live):
+        return None
+    ended = next((frame.info or {} for frame in live if frame.kind is Kind.EXIT), None)
+    how = []
+    if ended is not None:
+        how.append(f"it was killed by signal {ended['signal']}" if ended.get("signal") else f"it exited with code {ended.get('code')}")
+    said = [line for frame in live if frame.kind is Kind.STDERR for line in frame.payload.decode(errors="replace").splitlines()]
+    if said:
+        how.append(f"its stderr: {printable(' / '.join(said[:3]))}")
+    return "; ".join(how)
+
+
+def _answers(frames: Sequence[Frame]) -> bool:
+    """Whether a server sent any JSON-RPC message in `frames`."""
+    return any(not frame.from_client and frame.message is not None for frame in frames)

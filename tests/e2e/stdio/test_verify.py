@@ -88,3 +88,15 @@ def test_keeping_the_live_recording_in_the_cassette_itself_is_refused(tmp_path: 
     assert run.returncode == 2
     assert run.stderr == f"tapes: error: --keep {cassette} is the cassette itself: use --update to replace it\n"
     assert cassette.read_bytes() == (ROOT / "cassettes" / "notes-stdio-2025-11-25.tape").read_bytes()
+
+
+def test_a_server_that_does_not_start_is_an_error_and_update_keeps_the_cassette(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes.tape"
+    recorded = (ROOT / "cassettes" / "notes-stdio-2025-11-25.tape").read_bytes()
+    cassette.write_bytes(recorded)
+    run = run_tapes("verify", str(cassette), "--update", "--", "python", "tests/servers/no_such_server.py")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith(f"tapes: error: the live server answered nothing, so nothing was compared ({cassette} is "
+                                 "left as it is): it exited with code 2; its stderr: ")
+    assert "no_such_server.py" in run.stderr and run.stderr.count("\n") == 1
+    assert cassette.read_bytes() == recorded
