@@ -376,6 +376,8 @@ def record_http(
         redaction=rules.names() + ((hook_label(before_record),) if before_record else ()),
     )
     _check_listen(*listen)  # before the cassette is opened: a mistake here leaves the one there was
+    if target is None:
+        _check_ca_dir(confdir)
     sink = _CassetteSink(output, header, redactor, before_record)
     try:
         code = asyncio.run(_serve(sink, target, shown, listen, confdir, banner, upstream_ca))
@@ -442,6 +444,19 @@ def _check_listen(host: str, port: int) -> None:
             sock.bind(address)
     except OSError as error:
         raise UserError(f"cannot listen on {host}:{port} ({_reason(error)})") from None
+
+
+def _check_ca_dir(confdir: str) -> None:
+    """Raise a UserError unless the forward proxy can keep its CA in `confdir` (mitmproxy creates
+    it there; where it cannot, every HTTPS handshake fails without a word)."""
+    folder = os.path.expanduser(confdir)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if not os.path.exists(os.path.join(folder, CA_FILE)) and not os.access(folder, os.W_OK):
+            raise PermissionError(13, os.strerror(13))
+    except OSError as error:
+        reason = "it is not a folder" if isinstance(error, FileExistsError | NotADirectoryError) else _reason(error)
+        raise UserError(f"--ca-dir {confdir}: the forward proxy cannot keep its CA there ({reason})") from None
 
 
 def _reason(error: Exception) -> str:

@@ -60,6 +60,13 @@ def _discard_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 
 
+def _given(parameter: str) -> bool:
+    """Whether the user gave this option (on the command line or in its environment variable),
+    rather than it taking its default."""
+    source = click.get_current_context().get_parameter_source(parameter)
+    return source is not None and source is not click.core.ParameterSource.DEFAULT
+
+
 def _is_stdout(output: str) -> bool:
     """`-`, or a path to the file stdout is (/dev/stdout, /proc/self/fd/1)."""
     if output == "-":
@@ -165,6 +172,10 @@ def record(
     """
     if sum((bool(command), upstream is not None, proxy)) != 1:
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
+    if (command or script is not None) and _given("listen"):
+        raise UserError("--listen only applies to an HTTP recording (--upstream or --proxy)")
+    if not proxy and _given("ca_dir"):
+        raise UserError("--ca-dir only applies to a forward proxy recording (--proxy): it keeps the CA that intercepts HTTPS")
     if script is not None:
         if proxy:
             raise UserError("--script drives a server command (after --) or --upstream URL, not --proxy")

@@ -191,3 +191,17 @@ def test_an_http_recording_that_cannot_listen_leaves_the_cassette_there_was(list
     assert run.returncode == 2 and said.startswith(f"tapes: error: cannot listen on {address} (") and said.count("\n") == 1
     assert ("address already in use" if listen == "taken" else "name or service not known") in said
     assert cassette.read_bytes() == kept and [p.name for p in tmp_path.iterdir()] == ["kept.tape"]
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--listen", "127.0.0.1:9999", "--", "true"], "--listen only applies to an HTTP recording (--upstream or --proxy)"),
+    (["--ca-dir", "ca", "--upstream", "http://127.0.0.1:9/mcp"],
+     "--ca-dir only applies to a forward proxy recording (--proxy): it keeps the CA that intercepts HTTPS"),
+    (["--ca-dir", "a-file", "--proxy", "--listen", "127.0.0.1:0"],
+     "--ca-dir a-file: the forward proxy cannot keep its CA there (it is not a folder)"),
+])
+def test_a_recording_flag_that_would_do_nothing_is_refused(flags: list[str], said: str, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    run = subprocess.run([*TAPES, "record", "-o", "out.tape", *flags], cwd=tmp_path, capture_output=True, timeout=60)
+    assert (run.returncode, run.stderr.decode()) == (2, f"tapes: error: {said}\n")
+    assert not (tmp_path / "out.tape").exists()
