@@ -208,6 +208,10 @@ def _merged(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> tuple[s
     markers = list(request.node.iter_markers("tape"))  # closest first
     if not markers:
         pytest.fail("the tape fixtures need a @pytest.mark.tape(...) marker on the test", pytrace=False)
+    for marker in markers:
+        if len(marker.args) > 1 or (marker.args and not isinstance(marker.args[0], str | os.PathLike)):
+            pytest.fail(f"tape marker: its one positional argument is the cassette's path, a string (got "
+                        f"{', '.join(repr(arg) for arg in marker.args)})", pytrace=False)
     path = next((marker.args[0] for marker in markers if marker.args), None)
     asked: dict[str, Any] = {}
     for source in [defaults, *(marker.kwargs for marker in reversed(markers))]:
@@ -217,12 +221,16 @@ def _merged(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> tuple[s
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 pytest.fail(f"tape marker: unknown argument {name!r}{hint}; it takes {', '.join(MARKER_ARGUMENTS)}",
                             pytrace=False)
+            if name == "server" and value is not None:
+                _listed(name, value)
+            elif name == "fail_on_unused" and not isinstance(value, bool):
+                pytest.fail(f"tape marker: fail_on_unused is True or False, not {value!r}", pytrace=False)
             asked[name] = (*asked.get(name, ()), *_listed(name, value)) if name in _LISTS else value
     return path, asked
 
 
 def _listed(name: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
         pytest.fail(f"tape marker: {name} is not a list of strings (e.g. {name}=[...])", pytrace=False)
     return tuple(value)
 

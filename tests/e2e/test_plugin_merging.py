@@ -167,3 +167,31 @@ def test_forecast(tape_server, tape):
 '''
     run(pytester, source, "--tape-record-mode=once").assert_outcomes(passed=1)
     run(pytester, source, "--tape-record-mode=none").assert_outcomes(passed=1)
+
+
+def test_marker_arguments_of_the_wrong_shape_are_refused_in_one_line(pytester: pytest.Pytester) -> None:
+    source = f'''
+@pytest.mark.tape(1234, server={WEATHER!r})
+def test_path_is_a_number(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", "cassettes/other.tape", server={WEATHER!r})
+def test_two_paths(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", server="python weather.py")
+def test_server_is_one_string(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, fail_on_unused="no")
+def test_fail_on_unused_is_a_string(tape_server):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(errors=4)
+    result.stdout.fnmatch_lines_random([
+        "*tape marker: its one positional argument is the cassette's path, a string (got 1234)*",
+        "*tape marker: its one positional argument is the cassette's path, a string (got 'cassettes/weather.tape', 'cassettes/other.tape')*",
+        "*tape marker: server is not a list of strings (e.g. server=*",  # (fnmatch reads [...] as a set)
+        "*tape marker: fail_on_unused is True or False, not 'no'*"])
+    assert "Traceback" not in result.stdout.str()
