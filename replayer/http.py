@@ -420,7 +420,8 @@ class HttpReplayer:
                 return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")
             return Response(status_code=204, headers=dict(allowed))
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
-            return self._refused(request, None, 400, problem, problem)
+            self._miss(request, None, problem)  # a version the recorded server did not speak
+            return _error(400, problem)
         if request.method == "POST":
             return await self._post(request, body)
         session = self._session_for(request, None)
@@ -556,11 +557,6 @@ class HttpReplayer:
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
             return sessionless
         if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._originals):
-            if classify(message) is MessageType.REQUEST and message["method"] == DISCOVER_METHOD:
-                # a 2026-07-28 client's probe: a server of an initialize era refuses it, and the client initializes
-                self._adapted.append(f"server/discover id {message['id']!r}: refused outside a session, as the recorded "
-                                     "server (of an initialize era) would")
-                return _error(400, "Bad Request: Mcp-Session-Id header is required")
             return self._refused(request, message, 400, "Bad Request: Mcp-Session-Id header is required",
                                  "it names no session, and opens none (the recorded sessions open with initialize)")
         return self._refused(request, message, 400,
@@ -569,15 +565,20 @@ class HttpReplayer:
                              "it names no session (a legacy HTTP+SSE client posts to its SSE stream's endpoint URL)")
 
     def _refused(self, request: Request, message: Any, status: int, answer: str, reason: str) -> Response:
-        """A request no session takes: its error response, and a miss in the summary."""
-        self._miss(request, message, reason)
+        """A request no session takes, answered with its error. A JSON-RPC request is a miss: its
+        client wanted an answer the recording does not have. What the protocol has clients send
+        and get refused is noted as adapted: a GET stream asked for outside a session, a
+        notification, a 2026-07-28 client's server/discover probe (refused by a server of an
+        initialize era, it initializes)."""
+        if classify(message) is MessageType.REQUEST and message["method"] != DISCOVER_METHOD:
+            self._miss(request, message, reason)
+        else:
+            self._adapted.append(f"{_what(request, message)}: refused ({status}), as the recorded server would: {reason}")
         return _error(status, answer)
 
     def _miss(self, request: Request, message: Any, reason: str) -> None:
         """A live request refused before any session's engine saw it: the recording has no answer to it."""
-        what = (f"{message['method']} id {message['id']!r}" if classify(message) is MessageType.REQUEST
-                else f"{request.method} {_target(request)}")
-        self._unrouted.append(Unmatched(what, reason))
+        self._unrouted.append(Unmatched(_what(request, message), reason))
 
     def _continuation(self, session: _Session, message: Any) -> _Session | None:
         """For a live request its Streamable HTTP session's recording lacks: a recorded session no
@@ -818,6 +819,13 @@ async def _dropped() -> AsyncIterator[bytes]:
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
     return encode([*items(parse(body)), *(reply.message for reply in replies)])
+
+
+def _what(request: Request, message: Any) -> str:
+    """A live request as a summary names it."""
+    if classify(message) is MessageType.REQUEST:
+        return f"{message['method']} id {message['id']!r}"
+    return f"{request.method} {_target(request)}"
 
 
 def _path(request: Request) -> str:

@@ -193,8 +193,8 @@ def test_requests_no_session_takes_are_misses_but_a_probe_for_the_stateless_era_
                         headers={"MCP-Protocol-Version": "1999-01-01"})
         assert odd.status_code == 400 and "unsupported MCP-Protocol-Version" in odd.json()["error"]["message"]
     lines = server.report_lines
-    assert ("adapted server/discover id 1: refused outside a session, as the recorded server (of an initialize era) "
-            "would") in lines
+    assert ("adapted server/discover id 1: refused (400), as the recorded server would: it names no session, and "
+            "opens none (the recorded sessions open with initialize)") in lines
     assert ("unmatched tools/list id 2: it names no session, and opens none (the recorded sessions open with "
             "initialize)") in lines
     assert "unmatched POST /mcp: Bad Request: unsupported MCP-Protocol-Version '1999-01-01'" in lines
