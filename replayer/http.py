@@ -534,8 +534,7 @@ class HttpReplayer:
         return response
 
     def _session_for(self, request: Request, message: Any) -> _Session | Response:
-        """The live session a request belongs to, or the error response that says why none (a miss:
-        the recording has no answer to it)."""
+        """The live session a request belongs to, or the error response that says why none (see `_refused`)."""
         session_id = request.headers.get("mcp-session-id") or legacy_session_id(str(request.url))
         if session_id is not None:
             session = self._live.get(session_id)
