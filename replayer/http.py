@@ -65,7 +65,7 @@ from tapes.replay.http_rules import (
 )
 from tapes.replay.engine import ReplayEngine, Repeats
 from tapes.replay.index import check_replayable
-from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
+from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched, answer_payload
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.oauth import AuthFlow
 from tapes.replay.sessions import RecordedSession, only_opened, opening_messages, split_sessions
@@ -482,8 +482,7 @@ class HttpReplayer:
             if any(reply.malformed for reply in made_up):
                 return _made_up(made_up, reception.batch)  # a 400, as the SDK servers answer a body they cannot parse
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
-            answers = [encode([reply.message for reply in made_up])] if reception.batch else [reply.payload for reply in made_up]
-            session.deliver([as_stream_message(session.legacy_stream, answer) for answer in answers])
+            session.deliver([as_stream_message(session.legacy_stream, answer_payload(made_up, reception.batch))])
             made_up = []
         if channel is None:
             return _made_up(made_up, reception.batch)
@@ -847,8 +846,8 @@ def _made_up(replies: list[Reply], batch: bool = False) -> Response:
     for a body that is not JSON-RPC; an array for a batch), or 202 when it was a notification or response."""
     if not replies:
         return Response(status_code=202)
-    body = replies[0].payload if len(replies) == 1 and not batch else encode([reply.message for reply in replies])
-    return Response(body, 400 if any(reply.malformed for reply in replies) else 200, media_type="application/json")
+    status = 400 if any(reply.malformed for reply in replies) else 200
+    return Response(answer_payload(replies, batch), status, media_type="application/json")
 
 
 def _other_method(request: Request, *_: Any) -> Response:

@@ -34,9 +34,9 @@ from tapes.replay.episodes import (
     episode_frames,
     splice,
 )
-from tapes.replay.outcomes import LONGEST_WAIT, Action, Reception
+from tapes.replay.outcomes import LONGEST_WAIT, Action, Reception, answer_payload
 from tapes.replay.session import ReplaySession, summary
-from tapes.wire.jsonrpc import BoundedLineSplitter, Overlong, encode
+from tapes.wire.jsonrpc import BoundedLineSplitter, Overlong
 
 STDIN, STDOUT, STDERR = 0, 1, 2
 
@@ -85,11 +85,8 @@ class _Server:
         self._held: list[threading.Timer] = []
 
     def perform(self, reception: Reception) -> None:
-        if reception.batch and reception.replies:  # a batch's answers go back as one
-            self._stdout(encode([reply.message for reply in reception.replies]) + b"\n")
-        else:
-            for reply in reception.replies:
-                self._stdout(reply.payload + b"\n")
+        if reception.replies:
+            self._stdout(answer_payload(reception.replies, reception.batch) + b"\n")
         for action in reception.actions:
             if delay := self.control.delay(action.gap):
                 with self._termination.wait():

@@ -3,6 +3,7 @@ up itself (`Reply`), both grouped per live message (`Reception`), and the end-of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,12 @@ class Reply:
         """The live message was not JSON-RPC at all (an HTTP adapter answers it with 400)."""
         error = self.message.get("error")
         return error is not None and error["code"] in (PARSE_ERROR, INVALID_REQUEST)
+
+
+def answer_payload(replies: Sequence[Reply], batch: bool) -> bytes:
+    """The replies made up for one live message, as the one answer it gets: an array for a batch
+    (JSON-RPC 2.0, section 6), else the reply itself."""
+    return replies[0].payload if len(replies) == 1 and not batch else encode([reply.message for reply in replies])
 
 
 @dataclass(frozen=True, slots=True)
