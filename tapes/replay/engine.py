@@ -161,6 +161,8 @@ class ReplayEngine:
         self._end: deque[ItemKey] = deque()
         self._cancels: dict[Interaction, _Queue] = {}
         self._resent: list[Action] = []  # Repeats.ALLOW: answers sent again, ahead of what is released
+        self._cut_replies: list[Reply] = []  # errors for matched requests found cut off as the recording was read
+        self._cut_checked = False
         self._excused: set[Any] = set()  # live ids whose unrecorded cancel is no miss (excuse_cancel)
         self._played: dict[Hashable, list[Interaction]] = defaultdict(list)
         self._next_in_order = 0  # Repeats.STRICT: index of the next recorded request
@@ -198,15 +200,22 @@ class ReplayEngine:
         """Whether the whole recording is indexed."""
         return self._index.complete
 
-    def advance(self) -> list[Action]:
+    def advance(self) -> Reception:
         """Index one more step of a recording read as it is replayed (for an adapter to call while
-        the client is idle): what that released."""
+        the client is idle): what that released, and the errors for live requests whose recorded
+        answer turned out to be past the recording's end."""
         self._extend(INDEX_STEP)
-        return self._release()
+        replies, self._cut_replies = self._cut_replies, []
+        return Reception(self._release(), replies)
 
     def _extend(self, count: int) -> bool:
         """Index up to `count` more frames and take them into the tables; whether there were any."""
-        if not self._index.extend(count):
+        extended = self._index.extend(count)
+        if self._index.complete and not self._cut_checked:  # requests matched before their answer was known missing
+            self._cut_checked = True
+            self._cut_replies += [self._cut_short(interaction) for interaction in self._index.cut_off
+                                  if interaction.matched and not interaction.withheld]
+        if not extended:
             return False
         with gc_paused():  # millions of new containers for a big recording, none of them garbage
             for interaction in self._added("interactions"):
@@ -321,6 +330,7 @@ class ReplayEngine:
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
         resent, self._resent = self._resent, []
+        replies, self._cut_replies = self._cut_replies + replies, []
         return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent),
                          incoming.batch)
 
@@ -524,7 +534,16 @@ class ReplayEngine:
             self._skip_polls_before(interaction)
         if interaction.request["method"] == HANDSHAKE_METHOD:
             self._skip_probes_before(interaction, request["id"])
-        return interaction.client_items[0], []
+        return interaction.client_items[0], [self._cut_short(interaction)] if interaction in self._index.cut_off else []
+
+    def _cut_short(self, interaction: Interaction) -> Reply:
+        """The error for a live request whose recorded match the recording stops short of
+        answering: it was cut (its recorder killed, its file truncated), and without this answer
+        the live client would wait for ever. A miss: the cassette lacks what it asked for."""
+        reason = (f"the recording stops before the answer to {interaction.describe()} "
+                  "(it was cut short: its recorder was stopped, or the cassette truncated)")
+        self._miss(f"{interaction.request['method']} id {interaction.live_id!r}", reason)
+        return Reply.error(interaction.live_id, NO_MATCH, f"mcp-tapes: {reason}")
 
     def _take_poll(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
         """The recorded poll this live one plays: the next one, or on the recorded clock the newest

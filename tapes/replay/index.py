@@ -131,6 +131,9 @@ class RecordingIndex:
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
     post_paths: dict[str, str] = field(default_factory=dict)  # each POST exchange's path (no query), as recorded
     closed_by_client: set[str] = field(default_factory=set)
+    # Known once complete: the requests a recording cut short (a killed recorder, a truncated file)
+    # left unanswered, which no live client would ever get an answer to (see `_Walk.cut_off`).
+    cut_off: set[Interaction] = field(default_factory=set)
 
     complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
     _walk: _Walk = field(init=False, repr=False)
@@ -173,6 +176,7 @@ class RecordingIndex:
             self.complete = True
             self._frames = iter(())
             ended = self._walk.end_unended()
+            self.cut_off = self._walk.cut_off()
         return walked > 0 or ended > 0
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:
@@ -206,6 +210,8 @@ class _Walk:
         # HTTP exchanges answered with a body that is no event stream (JSON), and their last frame,
         # until their end comes: one that never does ends after that frame (`end_unended`)
         self.unended: dict[str, Frame] = {}
+        self.exited = False  # the recording has the server's exit (stdio)
+        self.ended: set[str] = set()  # HTTP exchanges whose end the recording has
 
     def walk(self, frames: Iterable[Frame]) -> int:
         """Index `frames`, which follow those walked before; how many there were."""
@@ -292,10 +298,21 @@ class _Walk:
                                     info={"reason": "closed"}))
         return len(unended)
 
+    def cut_off(self) -> set[Interaction]:
+        """At the end of the recording: the requests still unanswered where it stops short, on
+        stdio without the server's exit, on HTTP on an exchange that never ended. A request the
+        recorded client cancelled, or a long-lived one, has no answer to miss."""
+        return {interaction for interaction in self.pending
+                if not interaction.cancel_items and not interaction.long_lived
+                and (not self.exited if interaction.channel == STDIO else interaction.channel not in self.ended)}
+
     def server_frame(self, frame: Frame) -> None:
         index = self.index
+        if frame.kind is Kind.EXIT:
+            self.exited = True
         if frame.channel != STDIO:
             if frame.kind is Kind.STREAM_END:
+                self.ended.add(frame.channel)
                 self.unended.pop(frame.channel, None)
             elif frame.channel in self.unended or (
                     frame.kind is Kind.HTTP_RESPONSE and not is_event_stream(header((frame.info or {}).get("headers"), "content-type"))):

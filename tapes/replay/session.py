@@ -93,7 +93,7 @@ class ReplaySession:
     def advance(self) -> Reception:
         """For a recording read as it is replayed: index one more bounded step of it, for an adapter
         to call while the client is idle, so what the live client already released goes out."""
-        return self._noted(Reception(self.engine.advance()))
+        return self._noted(self.engine.advance())
 
     def index_all(self) -> None:
         """Index the rest of the recording (what it releases is not sent: for a session that ended)."""

@@ -126,3 +126,21 @@ def test_every_command_on_a_damaged_cassette(damage: str, tmp_path: Path) -> Non
         assert loaded is not None and loaded.warnings
         assert "truncated" in results["show"].stdout + results["show"].stderr
         assert "truncated" in results["replay"].stderr
+
+
+def test_a_request_whose_answer_was_cut_off_gets_an_error_not_a_wait(tmp_path: Path) -> None:
+    """The file ends inside the frame after the recorded initialize: its answer is gone, and a
+    client that waited for it would wait for ever."""
+    cassette = tmp_path / "cut.tape"
+    header, *frames = _objects()
+    initialize = next(i for i, frame in enumerate(frames) if isinstance(frame[5], dict) and frame[5].get("method") == "initialize")
+    kept = b"".join(msgpack.packb(value) for value in [header, *frames[: initialize + 1]])
+    cassette.write_bytes(kept + msgpack.packb(frames[initialize + 1])[:9])
+    live = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
+    result = subprocess.run([*TAPES, "replay", str(cassette)], input=json.dumps(live) + "\n", capture_output=True,
+                            text=True, timeout=TIMEOUT)
+    answer = json.loads(result.stdout)
+    assert answer["id"] == 1 and "the recording stops before the answer to initialize" in answer["error"]["message"]
+    assert result.returncode == 1  # a miss
+    assert "truncated at byte" in result.stderr and "unmatched initialize id 1" in result.stderr

@@ -17,6 +17,7 @@ from tapes.cassette.store import Cassette, CassetteError, Header, load, save, st
 from tapes.replay import engine as engine_module
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
+from tapes.replay.outcomes import Action
 from tapes.replay.session import ReplaySession
 
 from tests.support.messages import note, progress, req, res
@@ -56,7 +57,7 @@ def _faithful_replay(engine: ReplayEngine, frames: list[Frame], *, idle: bool) -
             actions += reception.actions
             replies += [reply.payload for reply in reception.replies]
             if idle:
-                actions += engine.advance()
+                actions += engine.advance().actions
     actions += engine.end()
     return sorted((action.frame.seq, action.payload) for action in actions), replies, engine.report.lines()
 
@@ -105,7 +106,7 @@ def test_a_later_frame_whose_causes_were_sent_goes_out_when_the_client_is_idle(s
     )
     engine = ReplayEngine(iter(frames))
     assert send(engine, req("x", "tools/call", {"name": "slow"}, token="t")) == []  # only its request is indexed
-    released = [json.loads(action.payload) for _ in frames for action in engine.advance()]
+    released = [json.loads(action.payload) for _ in frames for action in engine.advance().actions]
     # what the request released, with nothing more from the client; the ping's answer waits for the ping
     assert released == [progress("t", 0.5), res("x", "done")]
     assert engine.indexed
@@ -127,7 +128,7 @@ def test_a_client_notification_and_answer_recorded_later_are_found(step_of_one: 
     assert send(engine, res("s1", {"content": "hi"})) == [req("s1", "sampling/createMessage", {"messages": []}),
                                                             note("notifications/message", {"level": "info"})]
     assert send(engine, note("notifications/roots/list_changed")) == []
-    assert [json.loads(action.payload) for action in engine.advance()] == [res(7, "asked")]
+    assert [json.loads(action.payload) for action in engine.advance().actions] == [res(7, "asked")]
     assert engine.report.clean
 
 
@@ -171,3 +172,47 @@ def test_a_server_message_that_is_not_json_is_refused_when_sent(live_id: Any) ->
     engine = ReplayEngine(iter(frames))
     with pytest.raises(CassetteError, match=r"^frame 2 holds a message that is not JSON"):
         send(engine, req(live_id, "tools/call", {"name": "t"}))
+
+
+def _cut_after_a_request(*ending: tuple[str, Any]) -> list[Frame]:
+    """One call answered, then a second one the recording has no answer to, then `ending`."""
+    return recording(("c", req(1, "tools/call", {"name": "t"})), ("s", res(1, "one")),
+                     ("c", req(2, "tools/call", {"name": "u"})), *ending)
+
+
+def _sent_back(engine: ReplayEngine, message: Any) -> list[Any]:
+    """The messages the engine sends back for `message`, made up or recorded, with what it releases
+    once the client is idle (a recording read as it goes releases a later answer then)."""
+    reception = engine.receive(json.dumps(message).encode())
+    sent = [*reception.replies, *reception.actions]
+    while not engine.indexed:
+        reception = engine.advance()
+        sent += [*reception.replies, *reception.actions]
+    return [json.loads(out.payload) for out in sent if not isinstance(out, Action) or out.frame.message is not None]
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["whole recording", "read as it goes"])
+def test_a_request_whose_answer_the_recording_was_cut_before_gets_an_error(lazy: bool, step_of_one: None) -> None:
+    frames = _cut_after_a_request()  # no exit: the recorder was stopped, or the file cut there
+    engine = ReplayEngine(iter(frames) if lazy else frames)
+    assert engine.receive(json.dumps(req("a", "tools/call", {"name": "t"})).encode()).replies == []
+    sent = _sent_back(engine, req("b", "tools/call", {"name": "u"}))  # matched; told once the end is read
+    assert sent[:-1] == ([res("a", "one")] if lazy else [])  # read as it goes: the answer to "a" comes late
+    assert sent[-1]["id"] == "b"
+    assert "the recording stops before the answer to tools/call #2 (frame 3)" in sent[-1]["error"]["message"]
+    assert engine.report.lines()[:2] == [
+        "played 1 frames, 1 unmatched, 0 unused",
+        "unmatched tools/call id 'b': the recording stops before the answer to tools/call #2 (frame 3) "
+        "(it was cut short: its recorder was stopped, or the cassette truncated)",
+    ]
+
+
+@pytest.mark.parametrize("ending", [
+    [("exit", 0)],  # the server exited without answering: the replay does as it did
+    [("c", note("notifications/cancelled", {"requestId": 2})), ("c_end", None)],  # the client gave up on it
+], ids=["server exited", "client cancelled"])
+def test_a_request_left_unanswered_by_a_whole_recording_gets_no_made_up_error(ending: list[tuple[str, Any]]) -> None:
+    engine = ReplayEngine(_cut_after_a_request(*ending))
+    assert _sent_back(engine, req("a", "tools/call", {"name": "t"})) == [res("a", "one")]
+    assert _sent_back(engine, req("b", "tools/call", {"name": "u"})) == []
+    assert engine.report.clean
