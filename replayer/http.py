@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -294,6 +295,8 @@ class HttpReplayer:
                 check_replayable(recorded.frames)
             self._sessions = [_Session(recorded, control, new_episodes) for recorded in recorded_sessions]
         self._originals = list(self._sessions)  # one per recorded session, in recorded order
+        self.options.faults.check(Counter(f.channel for f in mcp_frames if f.kind is Kind.SSE_EVENT),
+                                  (s.recorded_id for s in self._sessions if s.recorded_id is not None))
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
         self._served_again = 0
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
@@ -332,6 +335,7 @@ class HttpReplayer:
         the requests no session could take, then the authorization flow's."""
         return (summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
                 + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines()
+                + [f"fault never fired: {spec}" for spec in self._faults.unfired()]
                 + ([f"failed: {self.failure}"] if self.failure else []))
 
     @property
@@ -343,6 +347,7 @@ class HttpReplayer:
         merged = merged_report(self.replays)
         merged.unmatched += self._unrouted + self.auth.misses
         merged.adapted += self._adapted + self.auth.adapted
+        merged.unfired_faults += self._faults.unfired()
         return merged
 
     async def close(self) -> None:
@@ -540,7 +545,7 @@ class HttpReplayer:
             # Not issued to a live client yet (its opening request has not come) is unknown too; a
             # legacy session lives as long as its SSE stream, the only place its answers go.
             if (session is None or not session.claimed or session.deleted or session.stream_closed
-                    or session_id in self._faults.missing_sessions):
+                    or self._faults.refuses(session_id)):
                 return self._refused(request, message, 404, "Not Found: session not found",
                                      f"no live session has the id {session_id[:80]!r}")
             return session

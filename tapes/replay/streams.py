@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.errors import UserError
-from tapes.replay.outcomes import Action
+from tapes.replay.outcomes import LONGEST_WAIT, Action
 from tapes.wire.sse import encode_event, recorded_event
 from tapes.wire.text import is_digits
 
@@ -140,13 +140,40 @@ class Faults:
         missing_sessions: Iterable[str] = (),
     ) -> Faults:
         """From the CLI's spellings: `CHANNEL:N` for drops and malformed events, `CHANNEL:N:SECONDS`
-        for delays (e.g. `http:9:2`, `http:9:2:0.5`). Raises UserError naming a bad one."""
+        for delays (e.g. `http:9:2`, `http:9:2:0.5`). Raises UserError naming a bad one, or a
+        channel given two drops (a stream is cut once)."""
+        drops: dict[str, int] = {}
+        for channel, event in (_position(text, "--drop-after") for text in drop_after):
+            if channel in drops:
+                raise UserError(f"--drop-after names {channel} twice ({drops[channel]} and {event}): a stream is cut once")
+            drops[channel] = event
         return cls(
-            drop_after=dict(_position(text, "--drop-after") for text in drop_after),
+            drop_after=drops,
             delays=dict(_delay(text) for text in delays),
             malformed_after=frozenset(_position(text, "--malformed") for text in malformed_after),
             missing_sessions=frozenset(missing_sessions),
         )
+
+    def check(self, events: Mapping[str, int], session_ids: Iterable[str]) -> None:
+        """Refuse a fault that could never fire: at an SSE event the recorded exchange does not
+        have (`events`: how many each exchange's stream carried), or on a session the cassette
+        does not hold."""
+        for flag, channel, event in ([("--drop-after", *at) for at in self.drop_after.items()]
+                                     + [("--delay", *at) for at in self.delays]
+                                     + [("--malformed", *at) for at in sorted(self.malformed_after)]):
+            if channel not in events:
+                numbered = sorted(events, key=lambda name: int(name[5:]) if is_digits(name[5:]) else 0)
+                streams = ", ".join(numbered[:8]) + (", ..." if len(events) > 8 else "")
+                raise UserError(f"{flag} {channel}:{event}: the cassette has no exchange {channel} that streamed events "
+                                f"({'those that did: ' + streams if events else 'none did'})")
+            if event > events[channel]:
+                raise UserError(f"{flag} {channel}:{event}: exchange {channel} streamed {events[channel]} "
+                                f"event{'' if events[channel] == 1 else 's'}")
+        known = set(session_ids)
+        for session_id in sorted(self.missing_sessions - known):
+            named = ", ".join(sorted(known)[:4]) + (", ..." if len(known) > 4 else "")
+            raise UserError(f"--session-404 {session_id!r}: the cassette has no session with that id "
+                            f"({'its sessions: ' + named if known else 'it has no session ids'})")
 
 
 class FaultPlan:
@@ -157,6 +184,7 @@ class FaultPlan:
         self._delays = dict(faults.delays)
         self._malformed = set(faults.malformed_after)
         self.missing_sessions = faults.missing_sessions
+        self._refused: set[str] = set()  # the missing sessions a live request named
 
     def any_on(self, channel: str) -> bool:
         """Whether a stream fault is still to fire on this channel."""
@@ -165,6 +193,13 @@ class FaultPlan:
             or any(at == channel for at, _ in self._delays)
             or any(at == channel for at, _ in self._malformed)
         )
+
+    def refuses(self, session_id: str) -> bool:
+        """Whether a request naming this session is answered 404 (--session-404)."""
+        if session_id in self.missing_sessions:
+            self._refused.add(session_id)
+            return True
+        return False
 
     def delay_before(self, channel: str, event: int) -> float:
         return self._delays.pop((channel, event), 0.0)
@@ -181,6 +216,13 @@ class FaultPlan:
             return True
         return False
 
+    def unfired(self) -> list[str]:
+        """The faults no live delivery reached (their stream was never read that far), as given."""
+        return ([f"--drop-after {channel}:{event}" for channel, event in self._drops.items()]
+                + [f"--delay {channel}:{event}:{seconds:g}" for (channel, event), seconds in self._delays.items()]
+                + [f"--malformed {channel}:{event}" for channel, event in sorted(self._malformed)]
+                + [f"--session-404 {session_id}" for session_id in sorted(self.missing_sessions - self._refused)])
+
 
 def _position(text: str, flag: str) -> tuple[str, int]:
     channel, _, number = text.rpartition(":")
@@ -195,6 +237,6 @@ def _delay(text: str) -> tuple[tuple[str, int], float]:
         delay = float(seconds)
     except ValueError:
         delay = -1.0
-    if delay < 0 or not position:
-        raise UserError(f"--delay {text!r} is not CHANNEL:N:SECONDS (e.g. http:9:2:0.5)")
+    if not 0 <= delay <= LONGEST_WAIT or not position:  # NaN and infinity too
+        raise UserError(f"--delay {text!r} is not CHANNEL:N:SECONDS with at most {LONGEST_WAIT:.0f} seconds (e.g. http:9:2:0.5)")
     return _position(position, "--delay"), delay

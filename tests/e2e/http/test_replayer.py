@@ -320,6 +320,12 @@ def test_faults_malformed_event_delay_and_session_404(ticks_recording: tuple[Cas
         assert time.monotonic() - started >= 0.3
         second = live[1].data.encode()
         assert body.index(second) < body.index(MALFORMED_EVENT) < body.index(live[2].data.encode())
+    assert not any(line.startswith("fault never fired") for line in server.report_lines), server.report_lines
+    faults = Faults(drop_after={channel: 3})  # a stream no live request opens: reported, not silently ignored
+    with replay_server(cassette, options=ReplayOptions(faults=faults)) as server, httpx.Client(timeout=TIMEOUT) as http:
+        RawSession(http, server.url)
+    assert f"fault never fired: --drop-after {channel}:3" in server.report_lines
+    assert server.replayer.report().unfired_faults == [f"--drop-after {channel}:3"]
     faults = Faults(missing_sessions=frozenset({session}))
     with replay_server(cassette, options=ReplayOptions(faults=faults)) as server, httpx.Client(timeout=TIMEOUT) as http:
         with pytest.raises(AssertionError, match="session not found"):  # initialize opens it, then 404

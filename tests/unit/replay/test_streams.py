@@ -59,10 +59,38 @@ def test_faults_fire_once_at_their_position() -> None:
     assert not plan.drop_after("http:3", 1) and plan.drop_after("http:3", 2) and not plan.drop_after("http:3", 2)
     assert plan.malformed_after("http:4", 1) and not plan.malformed_after("http:4", 1)
     assert plan.missing_sessions == frozenset({"s1"})
+    assert plan.unfired() == ["--session-404 s1"]
+    assert plan.refuses("s1") and not plan.refuses("s2") and plan.unfired() == []
+
+
+def test_faults_no_delivery_reached_are_reported_as_given() -> None:
+    plan = FaultPlan(Faults.from_options(["http:3:2"], ["http:3:1:0.5"], ["http:4:1"]))
+    assert plan.unfired() == ["--drop-after http:3:2", "--delay http:3:1:0.5", "--malformed http:4:1"]
+    plan.delay_before("http:3", 1)
+    assert plan.unfired() == ["--drop-after http:3:2", "--malformed http:4:1"]
+
+
+@pytest.mark.parametrize("faults, error", [
+    (Faults.from_options(["http:7:1"]), "--drop-after http:7:1: the cassette has no exchange http:7 that streamed events "
+                                        "(those that did: http:3, http:4)"),
+    (Faults.from_options([], ["http:3:3:1"]), "--delay http:3:3: exchange http:3 streamed 2 events"),
+    (Faults.from_options([], [], ["http:4:2"]), "--malformed http:4:2: exchange http:4 streamed 1 event"),
+    (Faults.from_options([], [], [], ["s9"]), "--session-404 's9': the cassette has no session with that id (its sessions: s1)"),
+])
+def test_faults_that_could_never_fire_are_refused(faults: Faults, error: str) -> None:
+    with pytest.raises(UserError) as refused:
+        faults.check({"http:3": 2, "http:4": 1}, ["s1"])
+    assert str(refused.value) == error
+
+
+def test_two_drops_on_one_stream_are_refused() -> None:
+    with pytest.raises(UserError, match=r"^--drop-after names http:3 twice \(2 and 5\): a stream is cut once$"):
+        Faults.from_options(["http:3:2", "http:3:5"])
 
 
 @pytest.mark.parametrize("drop, delay", [(["3:2"], []), (["http:3:0"], []), (["http:x:1"], []), ([], ["http:3:1"]),
-                                         ([], ["http:3:1:soon"]), ([], ["http:3:1:-1"])])
+                                         ([], ["http:3:1:soon"]), ([], ["http:3:1:-1"]), ([], ["http:3:1:nan"]),
+                                         ([], ["http:3:1:inf"])])
 def test_bad_fault_positions_are_user_errors(drop: list[str], delay: list[str]) -> None:
     with pytest.raises(UserError, match="is not CHANNEL:N"):
         Faults.from_options(drop, delay)
