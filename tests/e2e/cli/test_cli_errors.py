@@ -205,3 +205,18 @@ def test_a_recording_flag_that_would_do_nothing_is_refused(flags: list[str], sai
     run = subprocess.run([*TAPES, "record", "-o", "out.tape", *flags], cwd=tmp_path, capture_output=True, timeout=60)
     assert (run.returncode, run.stderr.decode()) == (2, f"tapes: error: {said}\n")
     assert not (tmp_path / "out.tape").exists()
+
+
+def test_a_ctrl_c_while_the_cli_loads_exits_130_without_a_traceback() -> None:
+    """The command's modules take about a tenth of a second to load: a Ctrl-C there (made certain
+    here by an import that is interrupted) ends it as a Ctrl-C later does."""
+    interrupted = ("import sys\n"
+                   "class Interrupting:\n"
+                   "    def find_spec(self, name, *args):\n"
+                   "        if name == 'tapes.cli':\n"
+                   "            raise KeyboardInterrupt\n"
+                   "sys.meta_path.insert(0, Interrupting())\n"
+                   "from tapes.__main__ import run\n"
+                   "run()\n")
+    run = subprocess.run([TAPES[0], "-c", interrupted, "show", "x"], capture_output=True, timeout=60)
+    assert (run.returncode, run.stdout, run.stderr) == (130, b"", b"")
