@@ -470,8 +470,10 @@ def _write_cassette(cassette: Any, output: str, output_format: str | None, defau
     try:
         dump(cassette, sys.stdout.buffer, jsonl=output_format == "jsonl", name="stdout")
     except BrokenPipeError:
-        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to say it.
+        # The reader went away (`| head`, a pager that quit): nothing more to say, and nowhere to say
+        # it; the output is cut short, so exit 1, as click ends every other command whose reader left.
         _discard_stdout()
+        sys.exit(1)
 
 
 @main.command("export")

@@ -95,9 +95,16 @@ def test_export_and_import_follow_the_name_and_write_to_stdout(tmp_path: Path) -
     assert (tmp_path / "x.tape").read_bytes() == source.read_bytes()
     assert subprocess.run([*TAPES, "import", str(twin), "-o", str(tmp_path / "y.jsonl")], timeout=60).returncode == 0
     assert (tmp_path / "y.jsonl").read_bytes() == twin.read_bytes()
-    piped = subprocess.run(f"{shlex.join([*TAPES, 'export', str(source), '-o', '-'])} | head -c 10",
-                           shell=True, capture_output=True, timeout=60)
-    assert (piped.stdout, piped.stderr) == (twin.read_bytes()[:10], b"")  # a reader that leaves early: no noise
+    for command in ("export", "show"):  # a reader gone before anything is written: no noise, and exit 1
+        argv = [*TAPES, command, str(source), *(["-o", "-"] if command == "export" else [])]
+        gone = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert gone.stdout is not None and gone.stderr is not None
+        gone.stdout.close()  # the only reader of the pipe
+        assert (gone.wait(timeout=60), gone.stderr.read()) == (1, b""), command
+        gone.stderr.close()
+    piped = subprocess.run(f"{shlex.join([*TAPES, 'export', str(source), '-o', '-'])} | head -c 10", shell=True,
+                           capture_output=True, timeout=60)
+    assert piped.stdout == twin.read_bytes()[:10]
 
 
 def test_an_http_recording_named_jsonl_is_json_lines_with_its_labels(tmp_path: Path) -> None:
