@@ -501,6 +501,12 @@ class HttpReplayer:
             last_event_id = utf8_header(last_event_id)
         target = _target(request)
         reception = session.replay.open("GET", target, last_event_id)
+        if reception.channel is None and last_event_id is not None and session.legacy_stream is not None:
+            # A legacy HTTP+SSE server resumes no stream: a GET that names an event opens a new session.
+            reception = session.replay.open("GET", target)
+            if reception.channel is not None:
+                self._adapted.append(f"GET {target} with Last-Event-ID {last_event_id[:80]!r}: served as a new session, "
+                                     "as a legacy HTTP+SSE server, which resumes no stream, does")
         channel = reception.channel
         if reception.repeated:  # polled back from the same event again: the same continuation
             channel, reception = session.repeat_copy(reception)

@@ -219,3 +219,21 @@ def test_a_stream_resumes_from_an_event_id_that_is_not_ascii() -> None:
     assert event_id.startswith("é-")
     assert resumed.status_code == 200, resumed.text
     assert '"result"' in resumed.text and "Echo: " in resumed.text
+
+
+def test_a_legacy_stream_asked_for_with_a_last_event_id_opens_a_new_session() -> None:
+    """A legacy HTTP+SSE server resumes no stream (the SDKs' ignore Last-Event-ID there): the GET
+    opens the first recorded session, noted as adapted, not a session left claimed and unplayed."""
+    recorded = load(ROOT / "cassettes" / "everything-sse-2024-11-05.tape")
+    with replay_server(recorded) as server, httpx.Client(timeout=TIMEOUT) as client:
+        with client.stream("GET", server.url, headers={"Accept": "text/event-stream", "Last-Event-ID": "bogus"}) as stream:
+            assert stream.status_code == 200
+            lines = stream.iter_lines()
+            assert next(lines) == "event: endpoint"
+            endpoint = next(lines).removeprefix("data: ")
+    recorded_endpoint = next(frame for frame in recorded.frames if (frame.info or {}).get("event") == "endpoint").payload.decode()
+    assert endpoint == recorded_endpoint
+    lines = server.report_lines
+    assert "adapted GET /sse with Last-Event-ID 'bogus': served as a new session, as a legacy HTTP+SSE server, " \
+           "which resumes no stream, does" in lines, lines
+    assert not any("unmatched" in line and "Last-Event-ID" in line for line in lines), lines
