@@ -16,6 +16,7 @@ from typing import Any
 
 from tapes.cassette.frames import Direction, Frame, Kind, http_channel, recorded_time
 from tapes.cassette.redact import Redactor
+from tapes.wire.coding import StreamDecoder, stream_decoder
 from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import decode
 from tapes.wire.sse import SSEEvent, SSEParser, is_event_stream
@@ -35,6 +36,7 @@ class HttpFramer:
         self._redactor = redactor
         self._seq = 0
         self._streams: dict[int, SSEParser] = {}
+        self._decoders: dict[int, StreamDecoder] = {}  # SSE streams sent with a Content-Encoding
         self.sessions: list[str] = []  # in order of first appearance
 
     def request(self, t: float, exchange: int, method: str, path: str, headers: Fields, body: bytes | None) -> list[Frame]:
@@ -57,6 +59,8 @@ class HttpFramer:
         frames = [self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.HTTP_RESPONSE, info=info)]
         if body is None and is_event_stream(header(headers, "content-type")):
             self._streams[exchange] = SSEParser()
+            if (decoder := stream_decoder(header(headers, "content-encoding"))) is not None:
+                self._decoders[exchange] = decoder  # its events are read from the decoded bytes
         elif body:
             frames.append(self._body(t, Direction.SERVER_TO_CLIENT, exchange, body, header(headers, "content-type")))
         return frames
@@ -65,12 +69,20 @@ class HttpFramer:
         parser = self._streams.get(exchange)
         if parser is None:  # a streamed body that is not SSE
             return [self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.RAW, data=data)]
+        if (decoder := self._decoders.get(exchange)) is not None:
+            try:
+                data = decoder.decode(data)
+            except ValueError:  # not in the coding its head named: from here on kept as it came
+                del self._decoders[exchange], self._streams[exchange]
+                rest = parser.finish()
+                return [self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.RAW, data=raw) for raw in (rest, data) if raw]
         return [self._event(t, exchange, event) for event in parser.feed(data)]
 
     def end(self, t: float, exchange: int, reason: str, detail: str | None = None) -> list[Frame]:
         """The exchange is over: an unterminated last SSE event is kept as RAW, then the end."""
         frames = []
         parser = self._streams.pop(exchange, None)
+        self._decoders.pop(exchange, None)
         if parser is not None and (rest := parser.finish()):
             frames.append(self._frame(t, Direction.SERVER_TO_CLIENT, exchange, Kind.RAW, data=rest))
         info: dict[str, Any] = {"reason": reason}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tapes.cassette.frames import Kind
 from tapes.cassette.http_framer import HttpFramer
 from tapes.cassette.redact import VOLATILE, RedactionRules, Redactor
@@ -38,3 +40,47 @@ def test_an_empty_post_body_is_kept_as_raw_and_a_get_has_no_body() -> None:
     assert [frame.kind for frame in opened] == [Kind.HTTP_REQUEST]
     cut = framer.request(0.2, 3, "POST", "/mcp", [("Content-Length", "100")], None)  # the client stopped sending it
     assert [frame.kind for frame in cut] == [Kind.HTTP_REQUEST]
+
+
+def _compressed(coding: str, data: bytes) -> bytes:
+    import gzip
+    import zlib
+
+    import brotli
+    import zstandard
+
+    if coding == "gzip":
+        return gzip.compress(data[:40]) + gzip.compress(data[40:])  # two members, as a server may flush them
+    if coding == "deflate":
+        return zlib.compress(data)
+    if coding == "raw deflate":
+        squeeze = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        return squeeze.compress(data) + squeeze.flush()
+    if coding == "br":
+        return brotli.compress(data)
+    return zstandard.ZstdCompressor().compress(data)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "raw deflate", "br", "zstd"])
+def test_an_event_stream_sent_with_a_content_encoding_is_recorded_as_its_events(coding: str) -> None:
+    events = b'id: 1\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{}}\n\n' \
+             b'id: 2\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'
+    body = _compressed(coding, events)
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    head = [("Content-Type", "text/event-stream"), ("Content-Encoding", coding.removeprefix("raw "))]
+    frames = framer.response(0.0, 1, 200, head, None)
+    for start in range(0, len(body), 7):  # in small chunks, as they may come
+        frames += framer.chunk(0.0, 1, body[start:start + 7])
+    frames += framer.end(0.0, 1, "closed")
+    assert [frame.kind for frame in frames] == [Kind.HTTP_RESPONSE, Kind.SSE_EVENT, Kind.SSE_EVENT, Kind.STREAM_END]
+    assert [frame.message for frame in frames[1:3]] == [
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}, {"jsonrpc": "2.0", "id": 1, "result": {}}]
+
+
+def test_a_stream_not_in_the_coding_its_head_names_is_kept_as_it_came() -> None:
+    framer = HttpFramer(Redactor(RedactionRules.default()))
+    frames = framer.response(0.0, 1, 200, [("Content-Type", "text/event-stream"), ("Content-Encoding", "gzip")], None)
+    frames += framer.chunk(0.0, 1, b"data: not gzip\n\n") + framer.chunk(0.0, 1, b"data: still not\n\n")
+    frames += framer.end(0.0, 1, "closed")
+    assert [(frame.kind, frame.data) for frame in frames[1:]] == [
+        (Kind.RAW, b"data: not gzip\n\n"), (Kind.RAW, b"data: still not\n\n"), (Kind.STREAM_END, None)]
