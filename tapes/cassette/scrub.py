@@ -17,6 +17,7 @@ from typing import Any
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.cassette.store import frame_problem
 from tapes.errors import UserError
+from tapes.wire.jsonrpc import encode, parse
 
 FrameHook = Callable[[Frame], Frame | None]
 
@@ -95,6 +96,15 @@ def run_hook(hook: FrameHook, frame: Frame) -> Frame | None:
                                 changed.info)
     if problem:
         raise HookFailed(f"the before-record hook made frame {frame.seq} invalid: {problem}")
+    if changed.message is not None and changed.data is not None and parse(changed.data) != changed.message:
+        # The hook changed the message (anew or in place) and left the bytes it was recorded as,
+        # which are what a replay sends: they would say what the hook took out.
+        try:
+            encode(changed.message)
+        except (ValueError, UnicodeEncodeError):
+            pass  # only bytes can carry this message (NaN, a lone surrogate)
+        else:
+            changed = changed._replace(data=None)
     return changed
 
 

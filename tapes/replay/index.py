@@ -41,7 +41,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import FrameError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, unreadable_live, usable_id
+from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, refusal, unreadable_live
 from tapes.wire.sse import is_event_stream
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
@@ -392,9 +392,10 @@ class _Walk:
 
 
 def _refused_live(message: Any) -> bool:
-    """Whether every item of this recorded client message has an id the replay's reader refuses
-    from a live client (`jsonrpc.refusal`): no live request can play it, the same bytes can."""
-    return all(isinstance(item, dict) and "id" in item and not usable_id(item["id"]) for item in items(message))
+    """Whether the replay's reader refuses every item of this recorded client message from a live
+    client (`jsonrpc.refusal`: an id of 3.5 or null, params that are null, ...), which a lenient
+    recorder kept as a message: no live message can play it, the same bytes can."""
+    return all(refusal(item) is not None for item in items(message))
 
 
 def check_replayable(frames: Iterable[Frame]) -> None:

@@ -161,7 +161,8 @@ def test_a_recorded_message_the_live_reader_refuses_is_matched_by_its_bytes() ->
     # a lenient recorder took these as messages; the replay's reader refuses them, as the same
     # bytes from the recording client: they play what the server said, not a made-up error
     r = Recording()
-    odd = [{"jsonrpc": "2.0", "id": 3.5, "method": "tools/list"}, {"jsonrpc": "2.0", "id": None, "method": "tools/list"}]
+    odd = [{"jsonrpc": "2.0", "id": 3.5, "method": "tools/list"}, {"jsonrpc": "2.0", "id": None, "method": "tools/list"},
+           {"jsonrpc": "2.0", "method": "notifications/initialized", "params": None}]
     for channel, message in enumerate(odd, start=1):
         r.post(channel, message)
         r.head(channel, 400, sse=False)
