@@ -22,7 +22,9 @@ from tapes.cassette.scrub import FrameHook, hook_label, run_hook
 from tapes.cassette.store import Cassette
 from tapes.wire.http import header
 
-_PLACEHOLDER = re.compile(rb"<redacted:(\d{1,18})>")  # a number that fits 64 bits: a longer one is no placeholder of ours
+# a number that fits 64 bits (a longer one is no placeholder of ours), also as a form or query
+# value carries it, percent-encoded
+_PLACEHOLDER = re.compile(rb"(?:<|%3C)redacted(?::|%3A)(\d{1,18})(?:>|%3E)", re.IGNORECASE)
 
 
 @dataclass
@@ -83,7 +85,7 @@ def _keep_existing_placeholders(cassette: Cassette, redactor: Redactor) -> None:
     for frame in cassette.frames:
         seen = frame.shown_payload + (repr(frame.info).encode() if frame.info else b"")
         for found in _PLACEHOLDER.finditer(seen):
-            redactor.keep(found[0].decode(), int(found[1]))
+            redactor.keep(f"<redacted:{found[1].decode()}>", int(found[1]))
 
 
 def _redacted_frame(frame: Frame, redactor: Redactor, note: Any, content_types: dict[tuple[str, str], str | None]) -> Frame:

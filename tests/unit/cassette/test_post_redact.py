@@ -96,3 +96,5 @@ def test_oauth_secrets_in_bodies_and_request_queries_are_redacted_as_at_record_t
     assert line.data == b"code=c0de-1"
     assert [entry.describe() for entry in replaced] == ["query: 1 frame (1) -> <redacted:1>",
                                                         "body: 2 frames (3, 5) -> <redacted:1>, <redacted:2>, <redacted:3>"]
+    again, replaced = redact_cassette(redacted, Redactor(RedactionRules.default()))  # placeholders, percent-encoded too, stay
+    assert (again.frames, replaced) == (redacted.frames, [])
