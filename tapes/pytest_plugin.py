@@ -58,6 +58,8 @@ from tapes.replay.matching import portable_matcher_name
 T = TypeVar("T")
 _CONTROL_OPTIONS = ("match", "ignore", "race", "repeats", "polls", "timing", "faults")
 _LISTS = ("ignore", "faults", "redact_headers", "redact_paths")  # what adds up when markers merge
+_FLAGS = ("freeze_time", "fail_on_unused")
+_TEXTS = ("upstream", "before_record", "match", "race", "repeats", "polls", "timing")
 MARKER_ARGUMENTS = ("server", "upstream", "before_record", "redact_headers", "redact_paths", *_CONTROL_OPTIONS,
                     "freeze_time", "fail_on_unused")
 
@@ -223,8 +225,11 @@ def _merged(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> tuple[s
                             pytrace=False)
             if name == "server" and value is not None:
                 _listed(name, value)
-            elif name == "fail_on_unused" and not isinstance(value, bool):
-                pytest.fail(f"tape marker: fail_on_unused is True or False, not {value!r}", pytrace=False)
+            elif name in _FLAGS and not isinstance(value, bool):
+                pytest.fail(f"tape marker: {name} is True or False, not {value!r}", pytrace=False)
+            elif name in _TEXTS and value is not None and not isinstance(value, str) and not (
+                    name == "timing" and type(value) in (int, float)):  # a speed factor may be a number
+                pytest.fail(f"tape marker: {name} is a string, not {value!r}", pytrace=False)
             asked[name] = (*asked.get(name, ()), *_listed(name, value)) if name in _LISTS else value
     return path, asked
 
@@ -292,8 +297,16 @@ def _frozen_at_recording(path: Path) -> Any:
 
     from freezegun import freeze_time
 
+    created = _header(path).created
+    try:
+        moment = datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        moment = None
+    if moment is None:  # failed out of the except block: pytest would show the error it handled too
+        pytest.fail(f"freeze_time: cassette {path} says it was created {created!r}, not an ISO 8601 time to freeze the "
+                    "clock at", pytrace=False)
     # real_asyncio: the event loop's clock keeps running, so timeouts in the code under test still work
-    return freeze_time(datetime.fromisoformat(_header(path).created), real_asyncio=True)
+    return freeze_time(moment, real_asyncio=True)
 
 
 def _header(path: Path) -> Header:

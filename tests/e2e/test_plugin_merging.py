@@ -186,12 +186,37 @@ def test_server_is_one_string(tape_server):
 @pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, fail_on_unused="no")
 def test_fail_on_unused_is_a_string(tape_server):
     pass
+
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, freeze_time="no")
+def test_freeze_time_is_a_string(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, before_record=["hooks:scrub"])
+def test_hook_is_a_list(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, match=5)
+def test_matcher_is_a_number(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, timing=[1])
+def test_timing_is_a_list(tape_server):
+    pass
+
+@pytest.mark.tape("cassettes/weather.tape", upstream=123)
+def test_upstream_is_a_number(tape_server):
+    pass
 '''
     result = run(pytester, source, "--tape-record-mode=once")
-    result.assert_outcomes(errors=4)
+    result.assert_outcomes(errors=9)
     result.stdout.fnmatch_lines_random([
         "*tape marker: its one positional argument is the cassette's path, a string (got 1234)*",
         "*tape marker: its one positional argument is the cassette's path, a string (got 'cassettes/weather.tape', 'cassettes/other.tape')*",
         "*tape marker: server is not a list of strings (e.g. server=*",  # (fnmatch reads [...] as a set)
-        "*tape marker: fail_on_unused is True or False, not 'no'*"])
+        "*tape marker: fail_on_unused is True or False, not 'no'*",
+        "*tape marker: freeze_time is True or False, not 'no'*",
+        "*tape marker: before_record is a string, not ?'hooks:scrub'?*",
+        "*tape marker: match is a string, not 5*",
+        "*tape marker: timing is a string, not ?1?*",
+        "*tape marker: upstream is a string, not 123*"])
     assert "Traceback" not in result.stdout.str()

@@ -3,6 +3,7 @@ failing the test, the frozen clock, pytest-xdist, and the race policies over 100
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
 from tapes.cassette.frames import Frame, Kind
-from tapes.cassette.store import load
+from tapes.cassette.store import load, save
 
 from tests.support.http_peers import notes_over_http
 from tests.support.paths import CASSETTES, ROOT, TAPES
@@ -208,6 +209,12 @@ def test_clock(tape):
     result = run(pytester, "--tape-record-mode=none", source=frozen)
     result.assert_outcomes(passed=2)
     assert f"NOW {load(cassette(pytester)).header.created}" in result.stdout.str()
+    recorded = load(cassette(pytester))  # a header whose time is no time: one line, no traceback
+    save(dataclasses.replace(recorded, header=dataclasses.replace(recorded.header, created="yesterday")), cassette(pytester))
+    result = run(pytester, "--tape-record-mode=none", source=frozen)
+    result.assert_outcomes(passed=1, errors=1)  # test_clock's marker freezes the clock
+    result.stdout.fnmatch_lines(["*freeze_time: cassette *weather.tape says it was created 'yesterday', not an ISO 8601 time*"])
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_runs_under_xdist(pytester: pytest.Pytester) -> None:
