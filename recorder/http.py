@@ -386,6 +386,10 @@ def record_http(
     return 1 if sink.failed else code
 
 
+# Ctrl-C, a kill, and the terminal closing (SIGHUP) end the recording alike: the cassette is finished.
+_STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 async def _serve(
     sink: _CassetteSink,
     target: Upstream | None,
@@ -421,12 +425,12 @@ async def _serve(
         addon.stopping = True
         master.shutdown()
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in _STOPPING_SIGNALS:
         loop.add_signal_handler(signum, stop)
     try:
         await master.run()
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in _STOPPING_SIGNALS:
             loop.remove_signal_handler(signum)
     startup = master.addons.get("_startup")
     if startup.failure:

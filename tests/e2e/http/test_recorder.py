@@ -383,6 +383,17 @@ def test_query_secrets_userinfo_and_credential_headers_are_redacted_and_replay_s
     assert server.clean, server.report_lines
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["kill", "terminal closed"])
+def test_a_recording_stopped_by_a_signal_is_finished_like_one_stopped_by_ctrl_c(
+        signum: int, resumable: str, record: Callable[..., Recorder]) -> None:
+    recorder = record(resumable)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        RawSession(client, recorder.url)
+    cassette = recorder.stop(signum)  # exit 0
+    assert cassette.header.labels["origin"] and cassette.header.labels["sessions"]  # written when it finishes
+    assert not cassette.warnings
+
+
 def test_no_redact_keeps_secrets_and_warns(resumable: str, record: Callable[..., Recorder]) -> None:
     recorder = record(resumable, "--no-redact")
     with httpx.Client(timeout=TIMEOUT, headers={"Authorization": "Bearer visible"}) as client:
