@@ -13,6 +13,7 @@ killed recorder left.
 from __future__ import annotations
 
 import array
+import ctypes
 import dataclasses
 import fcntl
 import os
@@ -21,6 +22,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -42,6 +44,7 @@ _LINGER = 0.05  # seconds between looks at a pipe the exited server's descendant
 _JOIN_BELOW = 1 << 12  # below this size, copying a chunk next to its record head costs less than writev
 _SHORT_WRITE = "a write stopped part way, as on a full disk"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def record_stdio(command: list[str], output: str, before_record: FrameHook | None = None,
@@ -73,6 +76,7 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
             stderr=subprocess.PIPE,
             bufsize=0,
             process_group=0,
+            preexec_fn=_dies_with_recorder,
         )
     except OSError as error:
         raise UserError(f"the server command {command[0]!r} could not be started ({error.strerror})") from None
@@ -96,6 +100,18 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
         return 128 - returncode
     capture.exit(returncode, None)
     return returncode
+
+
+if sys.platform == "linux":
+    _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the forked child only calls it
+
+    def _dies_with_recorder() -> None:
+        """In the server's process, before it runs: killed when the recorder dies (a SIGKILL, a
+        crash), which forwards no signal. In its own process group, a client's kill of ours
+        (the SDKs kill the group they started) would otherwise leave it running for ever."""
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+else:
+    _dies_with_recorder = None
 
 
 def _finish(output: str, header: Header, rules: RedactionRules, before_record: FrameHook | None) -> bool:
@@ -132,8 +148,9 @@ def _start_pump(
 
 
 def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Callable[[], None]) -> None:
-    """Append, then forward. Once the sink is gone (its reader closed it), keep draining and
-    recording the source so the other side never blocks on us."""
+    """Append, then forward. Once the client stops reading (our stdout is gone), keep draining and
+    recording the server's output so that it never blocks on us; once the server's stdin is gone,
+    let go of the client's (see `_release`)."""
     # One buffer per pump, reused: a fresh 1 MiB bytes object per read costs more than the read.
     buffer = bytearray(CHUNK)
     view = memoryview(buffer)
@@ -159,7 +176,12 @@ def _pump(source: int, sink: int, stream: Stream, capture: _Capture, on_eof: Cal
             except BlockingIOError:  # a client may hand us a non-blocking descriptor
                 _write_all(sink, chunk)
             except OSError:
-                forwarding = False
+                if stream is Stream.CLIENT_STDIN:
+                    # The server's stdin is gone (it exited, or closed it): the client's next write
+                    # breaks, as it would writing to the server itself, instead of being read for ever.
+                    _release(source)
+                    break
+                forwarding = False  # the client stopped reading: the server is drained, never blocked
     append(END + stream, b"")
     on_eof()
 
@@ -176,6 +198,14 @@ def _drained(pump: threading.Thread, source: int, sink: int) -> bool:
         if not _unread(source) and select.select([], [sink], [], 0)[1]:
             pump.join(_LINGER)  # the last chunk read may still be on its way
             return not pump.is_alive()
+
+
+def _release(fd: int) -> None:
+    """Let go of the pipe read through `fd`, its number kept (on /dev/null): its writer's next
+    write fails with EPIPE."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _unread(fd: int) -> int:

@@ -6,6 +6,7 @@ kill SIG    kill itself with signal SIG
 orphan      start a process that holds stdout and stderr for a minute, say its pid on stdout
             (then an unterminated line) and on stderr, and exit 5
 signals     on SIGTERM/SIGINT/SIGHUP write "got NAME" on stderr and exit 0; says ready on stdout
+stubborn    ignore SIGTERM, SIGINT, SIGHUP and the end of stdin; says ready on stdout, then waits a minute
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 READY = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"ready"}}\n'
 
@@ -53,6 +55,14 @@ def main(mode: str, *args: str) -> int:
         out.flush()
         while True:
             signal.pause()
+    if mode == "stubborn":
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        out.write(READY)
+        out.flush()
+        sys.stdin.buffer.read()
+        time.sleep(60)
+        return 0
     raise SystemExit(f"unknown mode {mode!r}")
 
 

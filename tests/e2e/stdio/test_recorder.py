@@ -3,6 +3,7 @@ the way an MCP client runs a server command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -241,6 +242,49 @@ def test_a_recorder_killed_mid_session_leaves_everything_it_forwarded(
     assert c2s.startswith(settled_c2s) and bytes(session.sent).startswith(c2s)
     assert s2c.startswith(settled_s2c) and s2c.startswith(bytes(session.received))
     assert of_kind(cassette, Kind.EXIT) == []  # the recorder did not see the server exit
+
+
+def test_a_server_outlives_no_recorder_killed_under_it(tmp_path: Path) -> None:
+    """The server runs in its own process group, so a client's kill of the recorder's group (what
+    the SDKs do to a server that will not stop) does not reach it: it dies with the recorder."""
+    session = Session(tmp_path / "session.tape", [*PEER, "stubborn"], preexec_fn=os.setpgrp)
+    try:
+        assert session.read_line() == READY
+        (server,) = children(session.proc.pid)
+        server_fd = os.pidfd_open(server)
+        try:
+            os.killpg(session.proc.pid, signal.SIGKILL)  # the group the client started the recorder in
+            session.finish()
+            wait_exit(server_fd, "the server (it ignores SIGTERM and the end of its stdin)")
+        finally:
+            os.close(server_fd)
+    finally:
+        if session.proc.poll() is None:
+            session.proc.kill()
+        session.proc.wait(TIMEOUT)
+
+
+def test_a_client_that_writes_on_after_the_server_exited_gets_a_broken_pipe(tmp_path: Path) -> None:
+    """As it would writing to the server itself: the recorder does not read (and record) it for ever."""
+    cassette_path = tmp_path / "session.tape"
+    recorder = subprocess.Popen([*TAPES, "record", "-o", str(cassette_path), "--", *PEER, "exit", "3"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    assert recorder.stdin is not None
+    block = b'{"jsonrpc":"2.0","method":"notifications/x","params":{"pad":"' + b"x" * 65_000 + b'"}}\n'
+    written = 0
+    try:
+        with pytest.raises(BrokenPipeError):
+            while written < 100 * 1024 * 1024:  # 100 MB: far more than the pipes hold
+                recorder.stdin.write(block)
+                written += len(block)
+        assert recorder.wait(TIMEOUT) == 3
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+        with contextlib.suppress(BrokenPipeError):
+            recorder.stdin.close()
+    assert written < 100 * 1024 * 1024 and cassette_path.stat().st_size < 10 * 1024 * 1024
 
 
 # --- wire input that is not well-formed ------------------------------------------------------
