@@ -41,7 +41,7 @@ from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import FrameError, gc_paused
 from tapes.wire.eras import LONG_LIVED_METHODS, SUBSCRIPTION_ID_KEY
 from tapes.wire.http import header
-from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, refusal, unreadable_live
+from tapes.wire.jsonrpc import MessageType, classify, encode, id_member, items, meta_of, params_of, refusal, unreadable_live, usable_id
 from tapes.wire.sse import is_event_stream
 
 ItemKey = tuple[int, int]  # (frame seq, index within a batch)
@@ -393,9 +393,13 @@ class _Walk:
 
 def _refused_live(message: Any) -> bool:
     """Whether the replay's reader refuses every item of this recorded client message from a live
-    client (`jsonrpc.refusal`: an id of 3.5 or null, params that are null, ...), which a lenient
-    recorder kept as a message: no live message can play it, the same bytes can."""
-    return all(refusal(item) is not None for item in items(message))
+    client (`jsonrpc.refusal`), which a lenient recorder kept as a message, for what matching
+    could not look past: an id (3.5, null), or anything in a notification (params that are
+    null), which has no answer to carry. The same bytes play it. (A request refused for its
+    params stays a request: a live client's well-formed one may play it.)"""
+    return all(isinstance(item, dict) and ("id" in item and not usable_id(item["id"])
+                                            or "id" not in item and refusal(item) is not None)
+               for item in items(message))
 
 
 def check_replayable(frames: Iterable[Frame]) -> None:
