@@ -48,6 +48,7 @@ FORMAT_VERSION = 2  # what the msgpack writer writes
 JSONL_VERSION = 1  # the JSON Lines layout has not changed
 READABLE_VERSIONS = (1, 2)
 MAGIC = "mcp-tapes"  # first key of the header object
+TRANSPORTS = ("stdio", "http")
 JSONL_SUFFIX = ".jsonl"
 STDOUT = "-"  # as an output path: standard output, where a cassette goes as JSON Lines
 MAX_NESTING = 1024
@@ -88,7 +89,7 @@ def recording_stopped(path: str, reason: str) -> str:
 
 @dataclass(frozen=True)
 class Header:
-    transport: str  # "stdio" or "http"
+    transport: str  # one of TRANSPORTS
     server: dict[str, Any]  # {"command": [...]} or {"url": ...}; never the environment
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="microseconds"))
     tool: str = f"mcp-tapes {__version__}"
@@ -113,6 +114,8 @@ class Header:
                 raise ValueError(f"it has no {name}")
             if not isinstance(fields[name], kind):
                 raise TypeError(f"its {name} is not a {'map' if kind is dict else 'string'}")
+        if fields["transport"] not in TRANSPORTS:
+            raise ValueError(f"its transport {fields['transport']!r:.40} is neither {' nor '.join(map(repr, TRANSPORTS))}")
         redaction, labels = fields.get("redaction", []), fields.get("labels", {})
         if type(redaction) is not list or not all(type(label) is str for label in redaction):
             raise TypeError("its redaction is not a list of strings")

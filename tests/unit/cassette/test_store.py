@@ -405,6 +405,11 @@ def test_msgpack_extension_types_are_refused(tmp_path: Path, extension: object) 
             "a.tape: has an unusable header at byte 0 (its server is not a map)",
             id="bad header field",
         ),
+        pytest.param(
+            msgpack.packb({**EVERY_KIND_HEADER.record(), "transport": "stido"}),
+            "a.tape: has an unusable header at byte 0 (its transport 'stido' is neither 'stdio' nor 'http')",
+            id="unknown transport",
+        ),
     ],
 )
 def test_foreign_file_is_one_clear_sentence(tmp_path: Path, content: bytes, problem: str) -> None:
