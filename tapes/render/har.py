@@ -6,6 +6,7 @@ last frame of the exchange. Times are offsets from the cassette's creation time.
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import datetime, timedelta
 from http import HTTPStatus
@@ -130,6 +131,14 @@ def _body(frame: Frame) -> bytes:
     return event_text(event).encode("utf-8", "backslashreplace")  # a lone surrogate (JSON Lines) as its escape
 
 
+def _content_text(body: bytes) -> dict[str, str]:
+    """A response body as HAR 1.2 carries it: its text, or base64 for bytes that are not UTF-8."""
+    try:
+        return {"text": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"text": base64.b64encode(body).decode("ascii"), "encoding": "base64"}
+
+
 def _response(head: Frame | None, body_frames: list[Frame]) -> dict[str, Any]:
     info = (head.info if head else None) or {}
     fields = info.get("headers", [])
@@ -145,8 +154,7 @@ def _response(head: Frame | None, body_frames: list[Frame]) -> dict[str, Any]:
         "httpVersion": HTTP_VERSION,
         "cookies": [],
         "headers": _headers(fields),
-        "content": {"size": len(body), "mimeType": header(fields, "content-type") or "",
-                    "text": body.decode("utf-8", "replace")},
+        "content": {"size": len(body), "mimeType": header(fields, "content-type") or "", **_content_text(body)},
         "redirectURL": header(fields, "location") or "",
         "headersSize": -1,
         "bodySize": len(body),

@@ -58,3 +58,12 @@ def test_an_sse_event_id_with_a_lone_surrogate_is_written_as_its_escape() -> Non
                   info={"id": "e\ud800", "event": None, "retry": None})
     log = json.loads(har_text(Cassette(HEADER, [request_head(), event]), "a.tape"))["log"]
     assert log["entries"][0]["response"]["content"]["text"] == "id: e\\ud800\ndata: x\n\n"
+
+
+def test_a_response_body_that_is_not_utf8_is_base64_as_har_allows() -> None:
+    frames = [request_head(),
+              Frame(2, 0.1, Direction.SERVER_TO_CLIENT, "http:1", Kind.HTTP_RESPONSE,
+                    info={"status": 200, "headers": [["content-type", "application/octet-stream"]]}),
+              Frame(3, 0.1, Direction.SERVER_TO_CLIENT, "http:1", Kind.RAW, data=b"\xff\xfe\x00\x80")]
+    content = to_har(Cassette(HEADER, frames), "a.tape")["log"]["entries"][0]["response"]["content"]
+    assert (content["text"], content["encoding"], content["size"]) == ("//4AgA==", "base64", 4)
