@@ -18,6 +18,7 @@ from tapes.replay.engine import Race, Repeats, ReplayEngine
 from tapes.replay.faults import FaultPlan
 from tapes.replay.matching import Matcher, matcher_named
 from tapes.replay.polls import Polls
+from tapes.replay.sessions import SERVED_FROM
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,13 @@ class ReplayControl:
     scrub: FrameHook | None = None
     faults: tuple[str, ...] = ()  # JSON-RPC level faults (tapes.replay.faults), as the user wrote them
     polls: Polls = Polls.LATEST
+    # Whether a stdio recording without the server's exit was cut short (false for an HTTP
+    # recording's messages served over stdio, which never had one: see `for_cassette`).
+    exits_recorded: bool = True
 
     def engine(self, frames: Iterable[Frame], *, remember_played: bool = False) -> ReplayEngine:
         return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played,
-                            polls=self.polls, clock=self._recorded_clock())
+                            polls=self.polls, clock=self._recorded_clock(), exits_recorded=self.exits_recorded)
 
     def _recorded_clock(self) -> Callable[[], float] | None:
         """With a timing, the live time in recorded seconds: polls advance on the recorded clock."""
@@ -45,10 +49,12 @@ class ReplayControl:
 
     def for_cassette(self, header: Header) -> ReplayControl:
         """This control, with the matcher also ignoring the request params the cassette's JSON path
-        redaction replaced (their recorded values are placeholders, the live ones are secrets)."""
+        redaction replaced (their recorded values are placeholders, the live ones are secrets), and
+        knowing an HTTP recording served over stdio for one (`served_over_stdio`)."""
         pointers = ["/" + "/".join(path.split(".")[1:]) for rule in header.redaction
                     if rule.startswith("json:") and (path := rule[len("json:"):]).startswith("params.")]
-        return replace(self, matcher=self.matcher.also_ignoring(pointers)) if pointers else self
+        control = replace(self, matcher=self.matcher.also_ignoring(pointers)) if pointers else self
+        return replace(control, exits_recorded=False) if header.labels.get(SERVED_FROM) == "http" else control
 
     def delay(self, gap: float) -> float:
         """Seconds to wait before carrying out an action with this recorded gap."""

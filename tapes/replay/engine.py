@@ -110,6 +110,7 @@ class ReplayEngine:
         remember_played: bool = False,
         polls: Polls = Polls.LATEST,
         clock: Callable[[], float] | None = None,
+        exits_recorded: bool = True,
     ) -> None:
         """`frames`: a sequence is indexed at once; any other iterable (a `CassetteStream`) is read
         as the replay needs it: INDEX_STEP frames at the start, more when a live message matches
@@ -120,10 +121,11 @@ class ReplayEngine:
         replay converges to what the whole recording's index does.
 
         `clock`: the live time in recorded seconds (the timing's speed applied), when the replay
-        follows the recorded clock; polls then advance on it (tapes.replay.polls)."""
+        follows the recorded clock; polls then advance on it (tapes.replay.polls). `exits_recorded`:
+        whether a stdio recording without the server's exit was cut short (see RecordingIndex)."""
         self._polls = polls
         self._clock = clock
-        self._build(frames, matcher, race, repeats, remember_played)
+        self._build(frames, matcher, race, repeats, remember_played, exits_recorded)
         self._played_opens: dict[tuple[Any, Any, str | None], ItemKey] = {}  # resumptions played, by (method, target, Last-Event-ID)
         self._channel_server_items: dict[str, list[ServerItem]] = {}  # ... and what their exchange carried, once asked again
         self._poll_anchors: dict[Hashable, tuple[float, float]] = {}  # poll key -> (live clock, recorded time) of its first poll
@@ -131,13 +133,12 @@ class ReplayEngine:
         # client names them afresh, and the server's tasks/get and tasks/result carry the live name.
         self._client_tasks: dict[Any, Any] = {}  # recorded task id -> the live one
 
-    def _build(
-        self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool
-    ) -> None:
+    def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
+               exits_recorded: bool) -> None:
         self._matcher = matcher or Matcher()
         self._race = race
         self._repeats = repeats
-        index = self._index = RecordingIndex.reading(frames)
+        index = self._index = RecordingIndex.reading(frames, exits_recorded)
         self._interactions = index.interactions
         self._item_frames = index.item_frames
         self._channel_items = index.channel_items

@@ -149,12 +149,14 @@ class RecordingIndex:
         return index
 
     @classmethod
-    def reading(cls, frames: Iterable[Frame]) -> RecordingIndex:
+    def reading(cls, frames: Iterable[Frame], exits_recorded: bool = True) -> RecordingIndex:
         """An index of nothing yet, which `extend` grows along `frames` (read no further than it goes):
         the walk is sequential, so what it has indexed is what the whole recording's index has up
-        to that frame, and the lists here only grow, at their ends."""
+        to that frame, and the lists here only grow, at their ends. `exits_recorded`: a stdio
+        recording ends with the server's exit, unless cut short (false for an HTTP recording's
+        messages served over stdio, which have none)."""
         index = cls()
-        index._walk = _Walk(index)
+        index._walk = _Walk(index, exits_recorded)
         index._frames = iter(frames)
         return index
 
@@ -195,8 +197,9 @@ class RecordingIndex:
 class _Walk:
     """The one pass over a recording that fills an index. Holds only what the walk needs."""
 
-    def __init__(self, index: RecordingIndex) -> None:
+    def __init__(self, index: RecordingIndex, exits_recorded: bool = True) -> None:
         self.index = index
+        self.exits_recorded = exits_recorded
         self.open_by_id: dict[Any, Interaction] = {}  # recorded client request id -> awaiting its response
         self.by_id: dict[Any, Interaction] = {}  # ... -> the latest request with it, answered or not (a cancel may race the answer)
         self.by_token: dict[Any, Interaction] = {}
@@ -304,7 +307,8 @@ class _Walk:
         recorded client cancelled, or a long-lived one, has no answer to miss."""
         return {interaction for interaction in self.pending
                 if not interaction.cancel_items and not interaction.long_lived
-                and (not self.exited if interaction.channel == STDIO else interaction.channel not in self.ended)}
+                and (self.exits_recorded and not self.exited if interaction.channel == STDIO
+                     else interaction.channel not in self.ended)}
 
     def server_frame(self, frame: Frame) -> None:
         index = self.index

@@ -25,6 +25,9 @@ SESSION_HEADER = "mcp-session-id"
 _OPENING_METHODS = frozenset({HANDSHAKE_METHOD, HANDSHAKE_DONE, "ping", None})
 
 
+SERVED_FROM = "served_from"  # a header label: "http" on an HTTP recording's messages served over stdio
+
+
 @dataclass(frozen=True)
 class RecordedSession:
     session_id: str | None
@@ -144,4 +147,5 @@ def served_over_stdio(cassette: Cassette, name: str) -> Cassette:
         of = f"its session{f' (the first of {sessions})' if sessions > 1 else ''}"
     note = (f"{name} was recorded over HTTP: this stdio replay serves the JSON-RPC messages of {of}, "
             "without HTTP's heads and event ids (--http serves it over HTTP)")
-    return Cassette(replace(cassette.header, transport=STDIO), frames, [*cassette.warnings, note])
+    header = replace(cassette.header, transport=STDIO, labels={**cassette.header.labels, SERVED_FROM: "http"})
+    return Cassette(header, frames, [*cassette.warnings, note])

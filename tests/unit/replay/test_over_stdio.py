@@ -9,7 +9,9 @@ import pytest
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import Cassette, Header, load
 from tapes.errors import UserError
+from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
+from tapes.replay.session import ReplaySession
 from tapes.replay.sessions import messages_over_stdio, served_over_stdio
 
 from tests.support.messages import req, res
@@ -101,3 +103,19 @@ def test_an_http_cassette_whose_server_took_no_message_is_one_sentence() -> None
 def test_a_stdio_cassette_is_served_as_it_is() -> None:
     cassette = load(CASSETTES / "everything-stdio-2025-11-25.tape")
     assert served_over_stdio(cassette, "it") is cassette
+
+
+def test_a_request_its_recorded_client_gave_up_on_is_not_taken_for_a_cut_short_recording() -> None:
+    """Served over stdio, an HTTP recording has no server exit; its unanswered request (the stream
+    ended, the client closing it: a cancellation at 2026-07-28) is left unanswered, as recorded,
+    not answered with the error of a recording cut short."""
+    frames = [*exchange(1, "http:1", 200, req(1, "initialize", {"protocolVersion": "2026-07-28"}), res(1, {})),
+              *exchange(10, "http:2", 200, req(2, "tools/call", {"name": "slow"}), None)]
+    cassette = served_over_stdio(Cassette(Header("http", {"url": "http://x/mcp"}), frames), "c.tape")
+    engine = ReplaySession(cassette.frames, ReplayControl().for_cassette(cassette.header)).engine
+    send(engine, req(1, "initialize", {"protocolVersion": "2026-07-28"}))
+    assert send(engine, req(2, "tools/call", {"name": "slow"})) == []
+    assert engine.report.clean
+    plain = ReplayEngine(cassette.frames)  # without the cassette's header: taken for a cut stdio recording
+    send(plain, req(1, "initialize", {"protocolVersion": "2026-07-28"}))
+    assert "the recording stops before the answer" in send(plain, req(2, "tools/call", {"name": "slow"}))[0]["error"]["message"]
