@@ -226,6 +226,15 @@ class _Session:
     async def changed(self) -> None:
         await self._changed.wait()
 
+    async def wait(self, seconds: float) -> bool:
+        """Wait `seconds` (a timing's gap, a delay), unless the session closes first (a DELETE, the
+        replayer stopping): whether it is still open."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while not self.closing and (left := deadline - asyncio.get_running_loop().time()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed(), left)
+        return not self.closing
+
     def _on_live_streams(self, actions: list[Action]) -> list[Action]:
         """`actions` with those of a recorded stream the live client reads on another moved there
         (that stream has its head already)."""
@@ -298,7 +307,7 @@ class HttpReplayer:
         self.options.faults.check(Counter(f.channel for f in mcp_frames if f.kind is Kind.SSE_EVENT),
                                   (s.recorded_id for s in self._sessions if s.recorded_id is not None))
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
-        self._served_again = 0
+        self._served_again_count = 0  # recorded sessions served again, for their copies' ids
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
         self._adapted: list[str] = []  # requests the recording lacks, answered as its server would have
         self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
@@ -564,6 +573,12 @@ class HttpReplayer:
         sessionless = self._sessionless
         asked = message.get("method") if isinstance(message, dict) else request.method
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
+            if (self._control.repeats is not Repeats.STRICT and sessionless.opens_like(message, self._control)
+                    and not sessionless.engine.unplayed_like(message)):
+                # another client starting over (its server/discover probe, a stateless client's first request)
+                sessionless = self._sessionless = self._served_again(
+                    sessionless, f"{_what(request, message)}: served the recorded exchanges outside a session again "
+                    "from their start (a client started over)")
             return sessionless
         if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._originals):
             return self._refused(request, message, 400, "Bad Request: Mcp-Session-Id header is required",
@@ -631,21 +646,26 @@ class HttpReplayer:
         best = pool[0]
         summary = f"{opening['method']} id {opening['id']!r}" if opening is not None else f"{method} (a new session)"
         if control.repeats is not Repeats.STRICT:
-            self._served_again += 1
-            copy = _Session(best.recorded, control, self.options.new_episodes is not None,
-                            live_id=f"{best.recorded_id}-again-{self._served_again}")
-            copy.claimed = True
-            self._sessions.append(copy)
-            self._live[copy.live_id] = copy
-            self._adapted.append(f"{summary}: served recorded session {best.recorded_id} again from its start "
-                                 "(every recorded session opened this way was already played)")
-            return copy
+            return self._served_again(best, f"{summary}: served recorded session {best.recorded_id} again from its start "
+                                            "(every recorded session opened this way was already played)")
         reason = (f"every recorded session that opens this way was already played (session {best.recorded_id}); "
                   "without --repeats strict-order it is served again from its start")
         best.engine.note_unmatched(summary, reason)
         if opening is None:
             return _error(409, f"Conflict: {reason}")
         return _made_up([Reply.error(opening["id"], NO_MATCH, f"mcp-tapes: {reason}")])
+
+    def _served_again(self, played: _Session, noted: str) -> _Session:
+        """A fresh copy of a recorded session already played, served from its start; `noted` as adapted."""
+        self._served_again_count += 1
+        copy = _Session(played.recorded, self._control, self.options.new_episodes is not None,
+                        live_id=f"{played.recorded_id}-again-{self._served_again_count}" if played.recorded_id else None)
+        copy.claimed = True
+        self._sessions.append(copy)
+        if copy.live_id is not None:
+            self._live[copy.live_id] = copy
+        self._adapted.append(noted)
+        return copy
 
     async def _hand_over(self, request: Request, session: _Session, body: bytes, misses: int) -> Response | None:
         """The session's first miss: the real server takes the session over from here, and answers
@@ -704,7 +724,7 @@ class HttpReplayer:
         while not log.ended and not session.closing:
             await session.changed()
         if wait := sum(self.options.control.delay(d.action.gap) + d.action.hold for d in log.body[cursor.position :]):
-            await asyncio.sleep(wait)  # --timing, or a delay fault: the body comes when the recorded one came
+            await session.wait(wait)  # --timing, or a delay fault: the body comes when the recorded one came
         if _cut(log):  # a drop fault: the head goes out, then the connection
             return _Stream(_dropped(), info.get("status", 200), headers)
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)
@@ -737,9 +757,9 @@ class HttpReplayer:
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload
                 continue
-            if delay := (self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap)
-                         + delivery.action.hold):
-                await asyncio.sleep(delay)
+            if (delay := (self._faults.delay_before(channel, delivery.event) + self.options.control.delay(delivery.action.gap)
+                          + delivery.action.hold)) and not await session.wait(delay):
+                return
             yield self._event_bytes(delivery.action, request, session)
             if self._faults.malformed_after(channel, delivery.event):
                 yield MALFORMED_EVENT

@@ -396,6 +396,12 @@ class ReplayEngine:
         self.index_all()
         return any(key[:2] == (method, target) for key in self._opens)
 
+    def unplayed_like(self, request: dict[str, Any]) -> bool:
+        """Whether an unplayed recorded request matches this live one."""
+        self.index_all()
+        return any(self._matcher.accepts(interaction.request, request)
+                   for interaction in self._requests.get(self._key(request), ()))
+
     def note_unmatched(self, summary: str, reason: str) -> None:
         """A miss an adapter found (e.g. an HTTP request no recorded exchange answers)."""
         self._miss(summary, reason)

@@ -49,3 +49,14 @@ def test_over_streamable_http(real: dict[bool, dict[str, Any]], leave_early: boo
         live = run(server.url, leave_early)
     assert live == real[leave_early]
     assert_clean(server)
+
+
+def test_the_recording_client_runs_again_on_one_replay(real: dict[bool, dict[str, Any]]) -> None:
+    """A stateless 2026-07-28 recording has no session to open again: a client starting over (its
+    server/discover probe) gets the recorded exchanges outside a session from their start again."""
+    with replay_server(CASSETTES / "feed-http-2026-07-28.tape") as server:
+        runs = [run(server.url, False) for _ in range(2)]
+    assert runs == [real[False]] * 2
+    assert server.clean, server.report_lines
+    assert any("served the recorded exchanges outside a session again from their start" in line
+               for line in server.report_lines), server.report_lines
