@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,36 @@ def stateless_call(url: str) -> None:
             await client.call_tool("echo", {"text": "after"})
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize("ending", ["a DELETE of its session", "the replay stopping"])
+def test_a_stream_paused_by_a_delay_ends_at_once_with_its_session(ending: str) -> None:
+    """A stream waiting out a --delay (or a --timing gap) ends when its session is deleted, as the
+    recorded server ended it, or when the replay stops: the wait does not hold either up."""
+    import threading
+    import time
+
+    import httpx
+
+    from tapes.cassette.store import load
+    from tapes.replay.streams import Faults
+    from tests.support.http_clients import RawSession
+
+    cassette = load(CASSETTE)
+    channel = calling(cassette, "trigger-long-running-operation")
+    call = next(f.message for f in cassette.frames if f.channel == channel and f.kind is Kind.MESSAGE and f.from_client)
+    paused = ReplayOptions(faults=Faults(delays={(channel, 2): 60.0}))
+    with replay_server(cassette, options=paused) as server, httpx.Client(timeout=TIMEOUT) as http:
+        session = RawSession(http, server.url)
+        with session.stream(call) as streaming:
+            lines = streaming.iter_lines()
+            assert next(lines).startswith("id: ")  # the first event came; the second waits a minute
+            started = time.monotonic()
+            if ending == "a DELETE of its session":
+                assert http.delete(server.url, headers=session.headers()).status_code == 200
+            else:
+                threading.Thread(target=server.stop).start()
+            with contextlib.suppress(httpx.HTTPError):  # the replay stopping may cut the connection
+                for _ in lines:
+                    pass
+            assert time.monotonic() - started < 3
