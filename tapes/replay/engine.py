@@ -520,6 +520,8 @@ class ReplayEngine:
             self._take(key, request) or self._take_handshake(request)))
         if interaction is None:
             again = self._last_played(key, request) if polled or self._repeats is Repeats.ALLOW else None
+            if again is not None and again.long_lived and not polled:
+                again = None  # its stream's events came of what the client did after it: not to be sent at once
             if again is not None:
                 self._report.repeated += 1
             else:
@@ -809,6 +811,10 @@ class ReplayEngine:
             shown = _first_differences(found)
             return f"requests must come in recorded order: the next recorded is {expected.describe()}, differing at {shown}"
         if (played := self._last_played(self._key(request), request)) is not None:  # not under --repeats allow
+            if played.long_lived:
+                return (f"no recorded request matches {method}: it repeats {played.describe()}, which was already "
+                        "played, and whose stream is not served again (its events came of what the client did after "
+                        "it, even under --repeats allow)")
             return (f"no recorded request matches {method}: it repeats {played.describe()}, which was already played "
                     "and the recording has no other like it (--repeats allow answers a repeat again)")
         # the first unplayed requests of the same method; of any method when there is none

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from tapes.cassette.frames import Direction, Kind
-from tapes.replay.engine import ReplayEngine
+from tapes.replay.engine import ReplayEngine, Repeats
 from tapes.wire.eras import SUBSCRIPTION_ID_KEY
 
 from tests.support.messages import note, req, res
@@ -124,3 +124,15 @@ def test_over_http_a_live_client_closing_the_listen_stream_is_no_miss() -> None:
     engine.close_stream("http:1")
     assert released(engine, req(7, "tools/call", {"name": "post"})) == [("http:2", res(7, "posted"))]
     assert engine.report.clean
+
+
+def test_a_repeated_listen_is_a_miss_even_under_repeats_allow() -> None:
+    """Answered again, its stream would carry at once events that came of the client's later
+    requests (and the server's close): a client would take them as happening now."""
+    engine = ReplayEngine(stdio_session(), repeats=Repeats.ALLOW)
+    send(engine, req("listen-1", "subscriptions/listen", FILTER))
+    send(engine, req(7, "tools/call", {"name": "post"}))
+    [error] = send(engine, req("listen-2", "subscriptions/listen", FILTER))
+    assert "whose stream is not served again" in error["error"]["message"]
+    assert send(engine, req(8, "tools/call", {"name": "post"})) == [res(8, "posted")]  # a short request is answered again
+    assert len(engine.report.unmatched) == 1
