@@ -398,8 +398,12 @@ class AuthFlow:
         verifier = fields.get("code_verifier")
         if issued is None or issued.code_challenge is None:
             return None
+        if isinstance(verifier, list):
+            return "the token request has more than one code_verifier"
         if not isinstance(verifier, str):
             return "the authorization request had a code_challenge, the token request has no code_verifier"
+        if not verifier.isascii():  # RFC 7636 4.1: unreserved characters only (and a lone surrogate has no UTF-8)
+            return "the code_verifier holds characters RFC 7636 does not allow in one"
         if (issued.method or "plain") == "S256":
             derived = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
         else:

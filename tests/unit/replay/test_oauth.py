@@ -152,9 +152,12 @@ def test_token_matches_with_fresh_fields_aside_and_checks_pkce() -> None:
 
     wrong_verifier = flow.answer("POST", *_token_request(flow, code_verifier="not-it"))
     assert wrong_verifier is not None and json.loads(wrong_verifier.body)["error"] == "invalid_grant"
+    odd = flow.answer("POST", *_token_request(flow, code_verifier="é" * 43))  # a lone surrogate among them was a 500
+    assert odd is not None and odd.status == 400
+    assert "characters RFC 7636 does not allow" in json.loads(odd.body)["error_description"]
 
     assert not flow.clean
-    assert flow.report_lines()[0] == "authorization flow: served 2 of 5 recorded exchanges, 2 unmatched"
+    assert flow.report_lines()[0] == "authorization flow: served 2 of 5 recorded exchanges, 3 unmatched"
 
 
 def test_a_client_that_asks_for_another_scope_or_names_no_resource_is_answered_as_the_recorded_one() -> None:
