@@ -52,10 +52,12 @@ def is_json(content_type: str | None) -> bool:
 
 
 def form_fields(body: bytes) -> list[tuple[str, str]] | None:
-    """The fields of a form-encoded body, in order; None when it is not one."""
+    """The fields of a form-encoded body, in order; None when it is not one. A byte that is not
+    ASCII (as `curl -d` sends UTF-8 text) stays in its field, as a surrogate escape if it is no UTF-8."""
     try:
-        return parse_qsl(body.decode("ascii"), keep_blank_values=True, strict_parsing=bool(body))
-    except (UnicodeDecodeError, ValueError):
+        return parse_qsl(body.decode("utf-8", "surrogateescape"), keep_blank_values=True, strict_parsing=bool(body),
+                         errors="surrogateescape")
+    except ValueError:
         return None
 
 
@@ -72,7 +74,11 @@ def json_document(body: bytes) -> Any:
 
 
 def encode_document(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate, which JSON can say and UTF-8 cannot: as its \u escape
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def body_fields(content_type: str | None, body: bytes) -> dict[str, Any] | None:
@@ -171,9 +177,10 @@ def redact_body(content_type: str | None, body: bytes, hide: Callable[[str], str
         fields = form_fields(body)
         if fields:
             redacted, changed = redact_pairs(fields, hide)
-            return urlencode(redacted).encode() if changed else body
+            return urlencode(redacted, errors="surrogateescape").encode() if changed else body
         return body
-    if is_json(content_type):
+    # JSON whatever its label says (text/plain, text/javascript, none: servers and clients send it so)
+    if is_json(content_type) or body.lstrip()[:1] in (b"{", b"["):
         document = json_document(body)
         if isinstance(document, (dict, list)):
             redacted, changed = redact_document(document, hide)
@@ -182,13 +189,16 @@ def redact_body(content_type: str | None, body: bytes, hide: Callable[[str], str
 
 
 def redact_url(url: str, hide: Callable[[str], str]) -> str:
-    """A URL (a redirect's Location, a request target) with the secret fields of its query hidden."""
+    """A URL (a redirect's Location, a request target) with the secret fields of its query hidden,
+    and of its fragment, where an implicit grant puts the token (RFC 6749 4.2.2)."""
     parts = urlsplit(url)
-    if not parts.query:
-        return url
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    redacted, changed = redact_pairs(pairs, hide)
-    return urlunsplit(parts._replace(query=urlencode(redacted))) if changed else url
+    changes = {}
+    for part in ("query", "fragment"):
+        if "=" in (value := getattr(parts, part)):
+            redacted, changed = redact_pairs(parse_qsl(value, keep_blank_values=True), hide)
+            if changed:
+                changes[part] = urlencode(redacted)
+    return urlunsplit(parts._replace(**changes)) if changes else url
 
 
 def redact_credentials(value: str, hide: Callable[[str], str]) -> str:

@@ -50,6 +50,28 @@ def test_a_json_body_nested_deeper_than_any_document_is_kept_byte_for_byte() -> 
     assert b'"<2>"' in redact_body("application/json", shallow, _hide)
 
 
+@pytest.mark.parametrize("content_type", ["text/plain", "text/javascript", None])
+def test_json_secrets_are_hidden_whatever_the_body_is_labelled(content_type: str | None) -> None:
+    body = b' {"access_token":"AT-secret","token_type":"Bearer"}'
+    assert json.loads(redact_body(content_type, body, _hide)) == {"access_token": "<9>", "token_type": "Bearer"}
+
+
+def test_a_form_with_bytes_that_are_not_ascii_still_hides_its_secrets() -> None:
+    for name in (b"\xc3\xa9", b"\xff"):  # UTF-8 text as curl -d sends it, and a byte that is no UTF-8
+        redacted = redact_body(FORM, b"client_name=" + name + b"&client_secret=s3cr3t", _hide)
+        assert b"s3cr3t" not in redacted and redacted.endswith(b"&client_secret=%3C6%3E")
+
+
+def test_a_token_in_a_redirects_fragment_is_hidden() -> None:
+    url = redact_url("http://127.0.0.1:9/cb#access_token=AT-secret&token_type=Bearer&state=xyz", _hide)
+    assert urlsplit(url).fragment == "access_token=%3C9%3E&token_type=Bearer&state=xyz"
+
+
+def test_a_document_with_a_lone_surrogate_is_written_as_its_escape() -> None:
+    body = b'{"client_name":"\\ud800","client_secret":"x"}'
+    assert redact_body("application/json", body, _hide) == b'{"client_name":"\\ud800","client_secret":"<1>"}'
+
+
 def test_other_bodies_are_kept_byte_for_byte() -> None:
     assert redact_body("text/plain", b"code=abc", _hide) == b"code=abc"
     assert redact_body(FORM, b"grant_type=client_credentials", _hide) == b"grant_type=client_credentials"
