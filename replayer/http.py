@@ -83,6 +83,7 @@ from tapes.replay.streams import (
 from tapes.wire.eras import DISCOVER_METHOD, KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin, utf8_header
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, without_meta
+from tapes.wire.oauth import redact_url
 from tapes.wire.sse import is_event_stream
 from tapes.wire.text import is_digits
 
@@ -421,7 +422,7 @@ class HttpReplayer:
             self._adapted.append(unprotected)
             return _error(404, "Not Found: the recorded server asked for no authorization")
         if path not in self.paths:
-            self._unrouted.append(Unmatched(f"{request.method} {_target(request)}", "the recording has no request to that path"))
+            self._unrouted.append(Unmatched(_what(request, None), "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
         if path in self._stream_only and request.method in ("POST", "DELETE"):
             self._adapted.append(stream_only_refusal(request.method, path))
@@ -452,9 +453,13 @@ class HttpReplayer:
         assert task is not None
         self._reading.add(task)
         try:
-            return await _body(request, self.options.max_body)
+            read = await _body(request, self.options.max_body)
         finally:
             self._reading.discard(task)
+        if isinstance(read, Response):  # past the limit: the client wanted an answer the replay does not give
+            self._unrouted.append(Unmatched(_what(request, None), f"its body is past the {self.options.max_body}-byte "
+                                                                  "limit (413)"))
+        return read
 
     async def _post(self, request: Request, read: bytes | None = None) -> Response:
         body = read if read is not None else await self._body(request)
@@ -854,7 +859,7 @@ def _what(request: Request, message: Any) -> str:
     """A live request as a summary names it."""
     if classify(message) is MessageType.REQUEST:
         return f"{message['method']} id {message['id']!r}"
-    return f"{request.method} {_target(request)}"
+    return f"{request.method} {redact_url(_target(request), lambda _: '<hidden>')}"  # a client_secret in a query stays off logs
 
 
 def _path(request: Request) -> str:

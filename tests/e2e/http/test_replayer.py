@@ -336,7 +336,10 @@ def test_request_body_limit(ticks_recording: tuple[Cassette, list[SSEEvent]]) ->
     cassette, _ = ticks_recording
     with replay_server(cassette, options=ReplayOptions(max_body=64)) as server, httpx.Client(timeout=TIMEOUT) as http:
         big = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"padding": "x" * 100}}
-        assert http.post(server.url, json=big, headers=ACCEPT).status_code == 413
+        assert http.post(server.url + "?client_secret=s3cr3t", json=big, headers=ACCEPT).status_code == 413
+    # a miss in the summary, its secret kept off the terminal
+    assert "unmatched POST /mcp?client_secret=%3Chidden%3E: its body is past the 64-byte limit (413)" in server.report_lines
+    assert not server.clean
 
 
 # --- the command -------------------------------------------------------------------------------
