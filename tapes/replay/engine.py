@@ -415,19 +415,23 @@ class ReplayEngine:
         self.index_all()
         if self._end:
             self._consume(self._end.popleft())
-        return [self._stopped_by_its_client(action) for action in self._release()]
+        return self._stopped_by_its_client(self._release())
 
-    def _stopped_by_its_client(self, action: Action) -> Action:
-        """A recorded exit the client's end released: a death by a signal that stops a server (the
-        recorded client killed a server that outlived its stdin, as SDK clients do) is no exit
-        status of the server's own: the replay, which ends when the live client closes stdin,
-        exits 0 there."""
-        info = action.frame.info or {}
-        if action.frame.kind is not Kind.EXIT or info.get("signal") not in _STOPPING_SIGNALS:
-            return action
-        self._adapted.append(f"exit: the recorded server was stopped by signal {info['signal']} after its client closed "
-                             "stdin; the replay exits 0 as the live client closes stdin")
-        return dataclasses.replace(action, frame=action.frame._replace(info={**info, "code": 0, "signal": None}))
+    def _stopped_by_its_client(self, actions: list[Action]) -> list[Action]:
+        """What the client's end released, with a recorded exit by a signal that stops a server (the
+        recorded client killed a server that outlived its stdin, as SDK clients do) made an exit 0:
+        it is no status of the server's own, and the replay ends when the live client closes stdin.
+        The ends of the server's streams and its exit then come at once: the recorded gap before
+        them was how long that client waited before the kill."""
+        exit_info = next((action.frame.info or {} for action in actions if action.frame.kind is Kind.EXIT), {})
+        if exit_info.get("signal") not in _STOPPING_SIGNALS:
+            return actions
+        self._adapted.append(f"exit: the recorded server was stopped by signal {exit_info['signal']} after its client "
+                             "closed stdin; the replay exits 0 as the live client closes stdin")
+        stopped = {**exit_info, "code": 0, "signal": None}
+        return [dataclasses.replace(action, gap=0.0, frame=action.frame._replace(info=stopped) if action.frame.kind is Kind.EXIT
+                                    else action.frame) if action.frame.kind in (Kind.EXIT, Kind.STREAM_END) else action
+                for action in actions]
 
     @property
     def report(self) -> Report:

@@ -207,11 +207,14 @@ def test_a_server_its_client_stopped_with_a_signal_after_closing_stdin_replays_a
         frames += [end._replace(seq=len(frames) + 1) for end in recording(("c_end", None))]
     engine = ReplayEngine(frames)
     released = engine.receive(json.dumps(req(1, "ping")).encode()).actions + engine.end()
-    [exit_info] = [action.frame.info for action in released if action.frame.kind is Kind.EXIT]
+    [exit_action] = [action for action in released if action.frame.kind is Kind.EXIT]
+    exit_info = exit_action.frame.info
     if code is None:
         assert exit_info == {"code": None, "signal": signal_number} and engine.report.adapted == []
+        assert exit_action.gap > 0  # the recorded wait before it is the server's: kept under a timing
     else:
         assert exit_info == {"code": 0, "signal": None}
+        assert exit_action.gap == 0  # how long the recorded client waited before the kill: a SIGTERM then cut the replay
         assert engine.report.adapted == [f"exit: the recorded server was stopped by signal {int(signal_number)} after "
                                          "its client closed stdin; the replay exits 0 as the live client closes stdin"]
 
