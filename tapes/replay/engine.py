@@ -805,10 +805,10 @@ class ReplayEngine:
         return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
 
     def _nearest(self, request: dict[str, Any], size: int) -> str:
-        """One sentence naming the closest unplayed recorded request and what differed. Bounded
-        whatever the recording: only the first NEAREST_CANDIDATES unplayed requests of the same
-        method (of any method when there is none) are compared, and large ones only member by
-        member of their params."""
+        """One sentence naming the closest recorded request and what differed. Bounded whatever the
+        recording: only the first NEAREST_CANDIDATES unplayed requests of the same method (the
+        played ones when none is left; of any method when the recording has none) are compared,
+        and large ones only member by member of their params."""
         method = request["method"]
         if self._repeats is Repeats.STRICT and (expected := self._next_unplayed()) is not None:
             found = self._differences(expected, request, size)
@@ -821,8 +821,16 @@ class ReplayEngine:
                         "it, even under --repeats allow)")
             return (f"no recorded request matches {method}: it repeats {played.describe()}, which was already played "
                     "and the recording has no other like it (--repeats allow answers a repeat again)")
-        # the first unplayed requests of the same method; of any method when there is none
-        candidates = list(islice(self._unplayed_by_method.get(method) or self._unplayed_by_method[None], NEAREST_CANDIDATES))
+        # the first unplayed requests of the same method; else the played ones of that method (what
+        # differed still says most); of any method when the recording has none of it
+        candidates = list(islice(self._unplayed_by_method.get(method) or (), NEAREST_CANDIDATES))
+        played_only = not candidates
+        if played_only:
+            candidates = list(islice((i for i in self._interactions if i.matched and i.request["method"] == method),
+                                     NEAREST_CANDIDATES))
+        if not candidates:
+            candidates = list(islice(self._unplayed_by_method[None], NEAREST_CANDIDATES))
+            played_only = False
         if not candidates:
             return f"no recorded request matches {method}: every recorded request was already played"
         scored = [(interaction.request["method"] != method, len(found) + (not self._on_live_path(interaction)),
@@ -833,7 +841,8 @@ class ReplayEngine:
         if not self._on_live_path(nearest):
             moved = f"its path: {self._index.post_paths[nearest.channel]!r} → {self._live_path!r}"
             shown = f"{moved}; {shown}" if shown else moved
-        return f"no recorded request matches {method}; nearest recorded is {nearest.describe()}, differing at {shown}"
+        played = ", already played," if played_only else ","
+        return f"no recorded request matches {method}; nearest recorded is {nearest.describe()}{played} differing at {shown}"
 
     def _played_out(self, interaction: Interaction) -> None:
         """It can no longer be matched: no miss is compared with it any more."""

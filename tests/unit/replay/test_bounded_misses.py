@@ -91,3 +91,16 @@ def test_the_summary_caps_long_lists_and_the_json_report_keeps_them() -> None:
     assert lines[-1] == "… and 199 990 more unused (all of them in the JSON report: --report FILE)"
     assert len(lines) == 1 + 2 * (SUMMARY_LIMIT + 1)
     assert len(report.as_json()["unused"]) == 200_000
+
+
+def test_once_every_request_of_its_method_was_played_a_miss_names_the_nearest_played_one() -> None:
+    def call(live_id: str, n: int) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": live_id, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": {"n": n}}}).encode()
+
+    engine = ReplayEngine(calls(3))
+    for n in range(3):
+        engine.receive(call(f"live-{n}", n))
+    [reply] = engine.receive(call("x", 7)).replies
+    assert "nearest recorded is tools/call #0 (frame 1), already played, differing at /params/arguments/n: 0 → 7" \
+        in reply.message["error"]["message"]
