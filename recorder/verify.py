@@ -27,6 +27,8 @@ import httpx
 
 from recorder.process import TAPES, HttpRecorderProcess
 from tapes.analysis.verify import ClientScript, HttpClientScript, HttpRequest
+from tapes.cassette.redact import RedactionRules
+from tapes.cassette.scrub import hooks_named
 from tapes.cassette.store import Cassette, load
 from tapes.errors import ERROR_PREFIX, UserError
 from tapes.wire.http import upstream_url
@@ -52,7 +54,7 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
     output.unlink(missing_ok=True)  # none after the session: the recorder refused, and says why on its stderr
     recorder_errors = tempfile.TemporaryFile()  # its stderr (the server's passes through it): a file never fills up
     try:
-        process = subprocess.Popen([*TAPES, "record", "-o", str(output), "--", *command],
+        process = subprocess.Popen([*TAPES, "record", "-o", str(output), *_redacted_as(recording, http=False), "--", *command],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=recorder_errors,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
     except OSError as error:
@@ -95,14 +97,31 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
         try:
             process.wait(timeout=exit_timeout)
         except subprocess.TimeoutExpired:
-            process.terminate()
-            process.wait(timeout=exit_timeout)
+            process.terminate()  # passed on to the server
+            try:
+                process.wait(timeout=exit_timeout)
+            except subprocess.TimeoutExpired:  # a server that ignores it: killed with the recorder
+                process.kill()
+                process.wait()
     with recorder_errors:
         if not output.exists():
             recorder_errors.seek(0)
             raise UserError(_refusal(recorder_errors.read(), f"the recorder for {command[0]} exited with status "
                                                              f"{process.returncode} and wrote no recording"))
     return load(output)
+
+
+def _redacted_as(recording: Cassette, *, http: bool) -> list[str]:
+    """The `tapes record` flags that redact and scrub the live session as `recording` was (the
+    live one may replace it, with --update): its JSON paths, its headers (HTTP), its hooks; over
+    HTTP a recording with no rules at all was made with --no-redact."""
+    labels = recording.header.redaction
+    headers, paths = RedactionRules.named(labels)
+    flags = [flag for path in paths for flag in ("--redact-path", path)]
+    flags += [flag for hook in hooks_named(labels) for flag in ("--before-record", hook)]
+    if http:
+        flags += [flag for name in headers for flag in ("--redact-header", name)] if labels else ["--no-redact"]
+    return flags
 
 
 def _refusal(stderr: bytes, otherwise: str) -> str:
@@ -159,7 +178,7 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
     _check_reachable(upstream)
     script = HttpClientScript(recording.frames)
     recorded_prefix = urlsplit((recording.header.server or {}).get("url", "")).path.rstrip("/")
-    recorder = HttpRecorderProcess(output, upstream, [])
+    recorder = HttpRecorderProcess(output, upstream, _redacted_as(recording, http=True))
     live = urlsplit(recorder.url)
     origin, live_prefix = f"{live.scheme}://{live.netloc}", live.path.rstrip("/")
 

@@ -104,6 +104,14 @@ class RedactionRules:
         names += ["json:" + ".".join(path) for path in self.json_paths]
         return tuple(names)
 
+    @staticmethod
+    def named(labels: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The header names and JSON paths a cassette header's redaction labels name (`names`):
+        what a recording must be given again to be redacted as that one was."""
+        headers = [label.removeprefix("header:") for label in labels if label.startswith("header:")]
+        paths = [label.removeprefix("json:") for label in labels if label.startswith("json:")]
+        return headers, paths
+
     def redacts_header(self, name: str) -> bool:
         return name.lower() in self.headers or (self.secret_like_headers and secret_like(name))
 

@@ -77,6 +77,11 @@ class HookFailed(UserError):
     """The user's before-record hook raised, or gave back what is no frame: one sentence naming the frame."""
 
 
+def hooks_named(labels: Iterable[str]) -> list[str]:
+    """The before-record hooks (MODULE:FUNCTION) a cassette header's redaction labels name (`hook_label`)."""
+    return [label.removeprefix("hook:") for label in labels if label.startswith("hook:")]
+
+
 def run_hook(hook: FrameHook, frame: Frame) -> Frame | None:
     """What the hook makes of `frame` (None: dropped), checked as a loaded frame is: a hook that
     raises, returns anything but a Frame or None, or breaks the frame model raises HookFailed

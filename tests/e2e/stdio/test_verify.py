@@ -100,3 +100,47 @@ def test_a_server_that_does_not_start_is_an_error_and_update_keeps_the_cassette(
                                  "left as it is): it exited with code 2; its stderr: ")
     assert "no_such_server.py" in run.stderr and run.stderr.count("\n") == 1
     assert cassette.read_bytes() == recorded
+
+
+def test_update_redacts_the_live_session_as_the_cassette_was(tmp_path: Path) -> None:
+    """The live session replaces the cassette: recorded with the cassette's rules, or what they
+    hid would be written in clear."""
+    from tapes.cassette.store import load
+
+    cassette = tmp_path / "notes.tape"
+    hidden = run_tapes("redact", "cassettes/notes-stdio-2025-11-25.tape", "--redact-path", "result.content.*.text",
+                       "-o", str(cassette))
+    assert hidden.returncode == 0, hidden.stderr
+    server = tmp_path / "changed_notes_server.py"
+    server.write_text(CHANGED_SERVER.format(servers=str(SERVERS)))
+    run = run_tapes("verify", str(cassette), "--update", "--", "python", str(server))
+    assert "updated" in run.stderr, run.stderr
+    updated = load(cassette)
+    assert "json:result.content.*.text" in updated.header.redaction
+    results = [frame.message["result"] for frame in updated.frames
+               if isinstance(frame.message, dict) and isinstance(frame.message.get("result"), dict)]
+    texts = [item["text"] for result in results if isinstance(result.get("content"), list)
+             for item in result["content"] if isinstance(item, dict) and "text" in item]
+    assert texts and all(text.startswith("<redacted:") for text in texts)
+
+
+def test_a_server_that_ignores_its_end_and_sigterm_is_killed_not_waited_for(tmp_path: Path) -> None:
+    """It was a TimeoutExpired traceback, exit 1 ("different"), and the recorder and server left running."""
+    import sys
+    import time
+
+    from recorder.verify import verify_stdio
+    from tapes.cassette.store import load
+    from tests.support.paths import SUPPORT
+
+    started = time.monotonic()
+    live = verify_stdio(load(ROOT / "cassettes" / "notes-stdio-2025-11-25.tape"),
+                        [sys.executable, str(SUPPORT / "recorder_peer.py"), "stubborn"], tmp_path / "live.tape",
+                        step_timeout=0.5, exit_timeout=1.0)
+    assert time.monotonic() - started < 30
+    assert any(frame.from_client for frame in live.frames)  # what was sent, recorded up to the kill
+    deadline = time.monotonic() + 5  # the server dies with its recorder, a moment later
+    while (left := subprocess.run(["pgrep", "-f", f"{SUPPORT / 'recorder_peer.py'} stubborn"], capture_output=True,
+                                  text=True).stdout) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == ""
