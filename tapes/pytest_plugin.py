@@ -37,6 +37,7 @@ import difflib
 import json
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -108,12 +109,19 @@ class Tape:
     control_flags: list[str]  # the same, as `tapes replay` flags
     report_path: Path
     fail_on_unused: bool
-    writing_to: Path = field(init=False)  # where a recording goes (a scratch file under `all` and `rewrite`)
+    # where a recording goes, and what a new-episodes replay serves and adds to: a scratch file
+    # under `all`, `rewrite` and `new_episodes`, put in place of the cassette if the test passed
+    writing_to: Path = field(init=False)
 
     def __post_init__(self) -> None:
         # the scratch keeps the cassette's suffix: the format follows the name
-        rerecording = self.mode in ("all", "rewrite")
-        self.writing_to = self.path.with_name(f"{self.path.stem}.recording{self.path.suffix}") if rerecording else self.path
+        scratch = "recording" if self.mode in ("all", "rewrite") else "episodes" if self.adding else None
+        self.writing_to = self.path.with_name(f"{self.path.stem}.{scratch}{self.path.suffix}") if scratch else self.path
+
+    @property
+    def adding(self) -> bool:
+        """A new-episodes replay: the real server takes over at the first miss, and what it says is added."""
+        return self.mode == "new_episodes" and not self.recording
 
     @property
     def record_flags(self) -> list[str]:
@@ -129,9 +137,9 @@ class Tape:
             if not self.server:
                 pytest.fail(f"cannot record {self.path}: the tape marker names no server=[...] command", pytrace=False)
             return [*TAPES, "record", "-o", str(self.writing_to), *self.record_flags, "--", *self.server]
-        replay = [*TAPES, "replay", str(self.path), "--allow-unmatched", "--report", str(self.report_path),
+        replay = [*TAPES, "replay", str(self.writing_to), "--allow-unmatched", "--report", str(self.report_path),
                   *self.control_flags]
-        if self.mode == "new_episodes":
+        if self.adding:
             if not self.server:
                 pytest.fail(f"cannot add new episodes to {self.path}: the tape marker names no server=[...] command",
                             pytrace=False)
@@ -273,6 +281,8 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
     handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
                   ["--before-record", hook] if hook else [], path_flags, header_flags, *_control(asked, settings),
                   tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
+    if handle.adding:
+        shutil.copyfile(path, handle.writing_to)
     with ExitStack() as stack:
         if asked.get("freeze_time") and not recording:
             stack.enter_context(_or_fail(_frozen_at_recording, path))
@@ -331,6 +341,11 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
         elif handle.writing_to != handle.path:
             settle(handle.writing_to, handle.path)
         return
+    if handle.adding:  # what the real server said is kept only for a test that passed, as a recording is
+        if passed:
+            settle(handle.writing_to, handle.path)
+        else:
+            handle.writing_to.unlink(missing_ok=True)
     report = handle.report
     if report is None or not passed:
         return  # the server was never started (or is still running), or the test failed already
@@ -374,7 +389,7 @@ def tape_transport(tape: Tape) -> Any:
     """What to hand the official Python SDK's `Client(...)`: when replaying, an in-memory transport
     whose other end is the replay engine (no process, no socket: the cheapest replay); when
     recording, the stdio server parameters of `tapes record` around the marker's server."""
-    if tape.recording or tape.mode == "new_episodes":
+    if tape.recording or tape.adding:
         from mcp import StdioServerParameters
 
         command = tape.server_command()
@@ -398,12 +413,12 @@ def tape_url(tape: Tape) -> Iterator[str]:
     from tapes.replay.episodes import NewEpisodes
 
     options = ReplayOptions(control=tape.control)
-    if tape.mode == "new_episodes":
+    if tape.adding:
         if not tape.upstream:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
-        options.new_episodes = NewEpisodes(tape.upstream, tape.path, tape.http_record_flags)
+        options.new_episodes = NewEpisodes(tape.upstream, tape.writing_to, tape.http_record_flags)
     with ExitStack() as stack:  # a cassette the replay refuses (one it cannot send, say) fails the test in its sentence
-        server = _or_fail(stack.enter_context, replay_server(_or_fail(load, tape.path), options=options))
+        server = _or_fail(stack.enter_context, replay_server(_or_fail(load, tape.writing_to), options=options))
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown
 

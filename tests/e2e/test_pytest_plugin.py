@@ -131,6 +131,17 @@ def test_new_episodes_replays_what_it_has_and_records_what_it_lacks(pytester: py
     assert load(cassette(pytester)).frames == after
 
 
+def test_new_episodes_of_a_test_that_failed_are_not_kept(pytester: pytest.Pytester) -> None:
+    """As a recording is kept only when its test passed: else the failure would be replayed from
+    the cassette on every later run, the real server never asked again."""
+    run(pytester, "--tape-record-mode=once").assert_outcomes(passed=1)
+    recorded = cassette(pytester).read_bytes()
+    failing = INNER.replace('CITY = "Paris"', 'CITY = "Lima"').replace(".startswith(CITY)", '.startswith("Nowhere")')
+    run(pytester, "--tape-record-mode=new_episodes", source=failing).assert_outcomes(failed=1)
+    assert cassette(pytester).read_bytes() == recorded
+    assert sorted(path.name for path in cassette(pytester).parent.iterdir()) == ["weather.tape"]  # no scratch left
+
+
 NOTES_OVER_HTTP = """
 import json, anyio, pytest
 from mcp import Client
