@@ -16,7 +16,6 @@ import asyncio
 import itertools
 import os
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -30,6 +29,7 @@ from mitmproxy.addons import default_addons
 from mitmproxy.master import Master
 from mitmproxy.net import encoding
 
+from recorder.process import STOP_SIGNALS
 from tapes.cassette.http_framer import (
     CLIENT_DISCONNECT,
     CLOSED,
@@ -386,10 +386,6 @@ def record_http(
     return 1 if sink.failed else code
 
 
-# Ctrl-C, a kill, and the terminal closing (SIGHUP) end the recording alike: the cassette is finished.
-_STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 async def _serve(
     sink: _CassetteSink,
     target: Upstream | None,
@@ -425,12 +421,12 @@ async def _serve(
         addon.stopping = True
         master.shutdown()
 
-    for signum in _STOPPING_SIGNALS:
+    for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop)
     try:
         await master.run()
     finally:
-        for signum in _STOPPING_SIGNALS:
+        for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
     startup = master.addons.get("_startup")
     if startup.failure:

@@ -16,6 +16,9 @@ from pathlib import Path
 from tapes.errors import UserError
 
 TAPES = [sys.executable, "-m", "tapes"]
+# What ends a recording, over stdio (passed on to the server) and HTTP alike: Ctrl-C, a kill, the
+# terminal closing. The cassette is finished.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class HttpRecorderProcess:

@@ -32,6 +32,7 @@ from typing import Any
 
 import msgpack
 
+from recorder.process import STOP_SIGNALS
 from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head, exit_record
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
@@ -43,7 +44,6 @@ CHUNK = 1 << 20
 _LINGER = 0.05  # seconds between looks at a pipe the exited server's descendants may hold
 _JOIN_BELOW = 1 << 12  # below this size, copying a chunk next to its record head costs less than writev
 _SHORT_WRITE = "a write stopped part way, as on a full disk"
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -253,7 +253,7 @@ class _SignalForwarder:
         self._previous: dict[int, signal.Handlers | Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def __enter__(self) -> _SignalForwarder:
-        for signum in FORWARDED_SIGNALS:
+        for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
