@@ -421,6 +421,9 @@ class HttpReplayer:
         if (unprotected := self.auth.unprotected_discovery(request.method, path)) is not None:
             self._adapted.append(unprotected)
             return _error(404, "Not Found: the recorded server asked for no authorization")
+        if path not in self.paths and (allowed := self.auth.methods_at(path)):
+            self._unrouted.append(Unmatched(_what(request, None), f"the recording has only {', '.join(sorted(allowed))} requests to that path"))
+            return _error(405, "Method Not Allowed", allow=allowed)
         if path not in self.paths:
             self._unrouted.append(Unmatched(_what(request, None), "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")

@@ -219,6 +219,7 @@ class AuthFlow:
         self.misses: list[Unmatched] = []
         self.adapted: list[str] = []  # what was answered as the server answers any client, not as recorded
         self._issued: dict[str, _Issued] = {}
+        self._traded: set[str] = set()  # codes traded for tokens since /authorize last handed them out
 
     @classmethod
     def split(cls, frames: Sequence[Frame], recorded_origin: str | None = None) -> tuple[AuthFlow, list[Frame]]:
@@ -278,12 +279,18 @@ class AuthFlow:
         """(recorded origin, target there) a live request target stands for."""
         return (self._routing.route(target) if self._routing else None) or (self.recorded_origin, target)
 
-    def _candidates(self, method: str, target: str) -> list[int]:
+    def _candidates(self, method: str | None, target: str) -> list[int]:
+        """The recorded exchanges a live request to `target` may be (by `method`, or any when None)."""
         if not self.exchanges:  # every request of a replay without a flow asks
             return []
         origin, there = self._located(target)
         path = there.split("?", 1)[0]
-        return [i for i, e in enumerate(self.exchanges) if e.method == method and e.path == path and e.origin == origin]
+        return [i for i, e in enumerate(self.exchanges)
+                if (method is None or e.method == method) and e.path == path and e.origin == origin]
+
+    def methods_at(self, path: str) -> set[str]:
+        """The methods the flow's recorded requests to `path` used (for a 405's Allow)."""
+        return {self.exchanges[i].method for i in self._candidates(None, path)}
 
     def claims(self, method: str, path: str) -> bool:
         """Whether a live request may be one of the flow's (its body is needed to tell)."""
@@ -331,13 +338,15 @@ class AuthFlow:
                 return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({why})")
             chosen, negotiable = negotiated
         exchange = self.exchanges[chosen]
-        if not on_mcp and (problem := self._check_pkce(exchange, there, headers, body)) is not None:
+        if not on_mcp and (problem := self._check_grant(headers, body)) is not None:
             self.misses.append(Unmatched(f"{method} {path}", problem))
             return _oauth_error(400, "invalid_grant", problem)
         if negotiable:
             self.adapted.append(f"{method} {path}: the live client asks with another {' and '.join(negotiable)}; "
                                 "answered as the recorded client was")
         self.served.add(chosen)
+        if not on_mcp and 200 <= exchange.status < 300 and isinstance(code := self._code(headers, body), str):
+            self._traded.add(code)
         return self._replayed(exchange, there, origins)
 
     def unprotected_discovery(self, method: str, path: str) -> str | None:
@@ -391,10 +400,20 @@ class AuthFlow:
         ignored = _NOT_COMPARED if "client_id" in recorded_body and "client_id" in live_body else _NOT_COMPARED | {"client_id"}
         return differing + differing_fields(_moved(recorded_body, origins), live_body, ignored)
 
-    def _check_pkce(self, exchange: AuthExchange, target: str, headers: HeaderFields, body: bytes) -> str | None:
-        """At /token: the live code_verifier against the live code_challenge of the code's /authorize."""
+    @staticmethod
+    def _code(headers: HeaderFields, body: bytes) -> Any:
+        """The authorization code a /token request trades (None for another grant)."""
         fields = body_fields(header(headers, "content-type"), body) or {}
-        issued = self._issued.get(fields.get("code")) if isinstance(fields.get("code"), str) else None
+        return fields.get("code") if fields.get("grant_type") == "authorization_code" else None
+
+    def _check_grant(self, headers: HeaderFields, body: bytes) -> str | None:
+        """At /token: a code traded once already is refused; the live code_verifier is checked
+        against the live code_challenge of the code's /authorize."""
+        fields = body_fields(header(headers, "content-type"), body) or {}
+        code = self._code(headers, body)
+        if isinstance(code, str) and code in self._traded:
+            return "the authorization code was traded for tokens already (RFC 6749 4.1.2: a code is used once)"
+        issued = self._issued.get(code) if isinstance(code, str) else None
         verifier = fields.get("code_verifier")
         if issued is None or issued.code_challenge is None:
             return None
@@ -439,16 +458,17 @@ class AuthFlow:
         return replace(answer, body=encode_document(registered(document, live)))
 
     def _redirect(self, exchange: AuthExchange, target: str, location: str) -> str:
-        """The /authorize redirect to the live redirect URI, with the live state, noting the live
-        PKCE challenge for the code it hands out."""
+        """The /authorize redirect to the live redirect URI (its own query kept, RFC 6749 3.1.2),
+        with the live state, noting the live PKCE challenge for the code it hands out."""
         recorded, live = query_fields(exchange.target), query_fields(target)
-        base = location.split("?", 1)[0]
-        to_client = isinstance(recorded.get("redirect_uri"), str) and isinstance(live.get("redirect_uri"), str) and (
-            base == recorded["redirect_uri"].split("?", 1)[0])
-        if to_client:
-            location = live["redirect_uri"].split("?", 1)[0] + location[len(base):]
+        recorded_uri, live_uri = _one(recorded.get("redirect_uri")), _one(live.get("redirect_uri"))
         parts = urlsplit(location)
         pairs = parse_qsl(parts.query, keep_blank_values=True)
+        to_client = recorded_uri is not None and live_uri is not None and _without_query(location) == _without_query(recorded_uri)
+        if to_client:  # what the server added to the recorded redirect URI, put on the live one's
+            assert live_uri is not None and recorded_uri is not None
+            parts = urlsplit(live_uri)
+            pairs = _added(pairs, parse_qsl(urlsplit(recorded_uri).query, keep_blank_values=True))
         fresh = {name: live.get(name) for name in FRESH_FIELDS if isinstance(recorded.get(name), str)}
         moved = [(name, fresh[name] if name in fresh and value == recorded[name] and isinstance(fresh[name], str) else value)
                  for name, value in pairs]
@@ -459,7 +479,27 @@ class AuthFlow:
         code = dict(moved).get("code")
         if code is not None:
             self._issued[code] = _Issued(_one(live.get("code_challenge")), _one(live.get("code_challenge_method")))
-        return urlunsplit(parts._replace(query=urlencode(moved))) if moved != pairs else location
+            self._traded.discard(code)
+        if not to_client:
+            return urlunsplit(parts._replace(query=urlencode(moved))) if moved != pairs else location
+        query = "&".join(filter(None, [parts.query, urlencode(moved)]))
+        return urlunsplit(parts._replace(query=query))
+
+
+def _added(pairs: list[tuple[str, str]], own: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`pairs` less those of `own`, each taken out once."""
+    left = list(own)
+    added = []
+    for pair in pairs:
+        if pair in left:
+            left.remove(pair)
+        else:
+            added.append(pair)
+    return added
+
+
+def _without_query(url: str) -> str:
+    return url.split("#", 1)[0].split("?", 1)[0]
 
 
 def _one(value: Any) -> str | None:

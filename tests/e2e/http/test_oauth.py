@@ -139,7 +139,7 @@ def test_the_flow_replays_offline_with_the_live_results(recorded: tuple[Path, OA
     assert "state=" in redirect and redirect.split("state=")[1] not in live.browser.redirects[0]
 
 
-def test_a_wrong_pkce_verifier_is_refused_in_replay(recorded: tuple[Path, OAuthSession]) -> None:
+def test_a_wrong_pkce_verifier_or_a_used_code_is_refused_in_replay(recorded: tuple[Path, OAuthSession]) -> None:
     """The authorization server's PKCE check still holds in replay: /token with a verifier that
     does not match the challenge of the /authorize that issued the code gets invalid_grant. The
     client here sends what the recorded one did, with a challenge of its own."""
@@ -164,9 +164,14 @@ def test_a_wrong_pkce_verifier_is_refused_in_replay(recorded: tuple[Path, OAuthS
                 "resource": f"{origin}/mcp"}
         wrong = http.post(f"{issuer}/token", data=form | {"code_verifier": "not-the-verifier"})
         right = http.post(f"{issuer}/token", data=form | {"code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"})
+        again = http.post(f"{issuer}/token", data=form | {"code_verifier": "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"})
+        fetched = http.get(f"{issuer}/token")
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant", wrong.text
     assert "PKCE" in wrong.json()["error_description"]
     assert right.status_code == 200 and right.json()["access_token"].startswith("<redacted:"), right.text
+    # a code is used once; /token takes no GET
+    assert again.status_code == 400 and "used once" in again.json()["error_description"], again.text
+    assert fetched.status_code == 405 and fetched.headers["allow"] == "POST", fetched.text
 
 
 def test_no_token_or_secret_reaches_the_cassette_or_its_renderings(recorded: tuple[Path, OAuthSession], tmp_path: Path) -> None:

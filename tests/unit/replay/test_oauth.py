@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 from dataclasses import replace
-from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit
 
 import pytest
 
@@ -48,7 +48,7 @@ class _Tape:
         self.frames.extend(self._framer.end(0.0, number, CLOSED))
 
 
-def _recording(server: str = RECORDED, issuer: str = RECORDED) -> list[Frame]:
+def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = CALLBACK) -> list[Frame]:
     """A login to the MCP server at `server` whose authorization server is `issuer`: one origin
     (a reverse proxy's recording), or two, as a forward proxy records them (its metadata then too)."""
     tape = _Tape()
@@ -59,14 +59,14 @@ def _recording(server: str = RECORDED, issuer: str = RECORDED) -> list[Frame]:
     if issuer != server:
         tape.exchange(issuer, "GET", "/.well-known/oauth-authorization-server", [], b"", 200, JSON,
                       json.dumps({"issuer": issuer, "token_endpoint": f"{issuer}/token"}).encode())
-    tape.exchange(issuer, "POST", "/register", JSON, json.dumps({"redirect_uris": [CALLBACK]}).encode(), 201, JSON,
-                  json.dumps({"client_id": "c1", "client_secret": "SECRET", "redirect_uris": [CALLBACK]}).encode())
-    query = urlencode({"response_type": "code", "client_id": "c1", "redirect_uri": CALLBACK, "state": "recorded-state",
+    tape.exchange(issuer, "POST", "/register", JSON, json.dumps({"redirect_uris": [callback]}).encode(), 201, JSON,
+                  json.dumps({"client_id": "c1", "client_secret": "SECRET", "redirect_uris": [callback]}).encode())
+    query = urlencode({"response_type": "code", "client_id": "c1", "redirect_uri": callback, "state": "recorded-state",
                        "code_challenge": _challenge(VERIFIER), "code_challenge_method": "S256",
                        "resource": f"{server}/mcp"})
     tape.exchange(issuer, "GET", f"/authorize?{query}", [], b"", 302,
-                  [("Location", f"{CALLBACK}?code=CODE&state=recorded-state")], b"")
-    token_form = urlencode({"grant_type": "authorization_code", "code": "CODE", "redirect_uri": CALLBACK,
+                  [("Location", f"{callback}{'&' if '?' in callback else '?'}code=CODE&state=recorded-state")], b"")
+    token_form = urlencode({"grant_type": "authorization_code", "code": "CODE", "redirect_uri": callback,
                             "client_id": "c1", "client_secret": "SECRET", "code_verifier": VERIFIER,
                             "resource": f"{server}/mcp"}).encode()
     tape.exchange(issuer, "POST", "/token", FORM, token_form, 200, JSON,
@@ -335,3 +335,28 @@ def test_oauth_metadata_the_recording_lacks_is_unmatched_where_the_server_may_ha
     assert flow.unprotected_discovery("POST", "/.well-known/oauth-authorization-server") is None
     assert flow.unprotected_discovery("GET", "/.well-known/other") is None
     assert flow.unprotected_discovery("GET", "/mcp") is None
+
+
+
+@pytest.mark.parametrize(("recorded_uri", "live_uri", "expected"), [
+    (f"{CALLBACK}?app=1", "http://127.0.0.1:7777/cb?tab=2&tab=3", "http://127.0.0.1:7777/cb?tab=2&tab=3&code=CODE&state=live-state"),
+    (CALLBACK, "http://127.0.0.1:7777/cb?tab=2", "http://127.0.0.1:7777/cb?tab=2&code=CODE&state=live-state"),
+    (f"{CALLBACK}?app=1", "http://127.0.0.1:7777/cb", "http://127.0.0.1:7777/cb?code=CODE&state=live-state"),
+    (CALLBACK, "http://127.0.0.1:7777/cb#top", "http://127.0.0.1:7777/cb?code=CODE&state=live-state#top"),
+])
+def test_the_redirect_keeps_the_live_redirect_uris_own_query(recorded_uri: str, live_uri: str, expected: str) -> None:
+    flow, _ = AuthFlow.split(_recording(callback=recorded_uri), RECORDED)
+    fields = {"response_type": "code", "client_id": "c1", "redirect_uri": live_uri, "state": "live-state",
+              "code_challenge": "x", "code_challenge_method": "S256", "resource": f"{LIVE}/mcp"}
+    redirect = flow.answer("GET", f"/authorize?{urlencode(fields)}", [], b"", LIVE)
+    assert redirect is not None
+    assert dict(redirect.headers)["Location"].replace(quote("<redacted:2>"), "CODE") == expected
+
+
+def test_a_code_is_traded_once_until_authorize_hands_it_out_again() -> None:
+    flow, _ = _flow()
+    request = _token_request(flow)
+    assert flow.answer("POST", *request).status == 200  # type: ignore[union-attr]
+    again = flow.answer("POST", *request)
+    assert again is not None and again.status == 400 and json.loads(again.body)["error"] == "invalid_grant"
+    assert flow.answer("POST", *_token_request(flow)).status == 200  # type: ignore[union-attr]
