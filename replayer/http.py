@@ -387,6 +387,11 @@ class HttpReplayer:
         replace_file(splice(self._cassette, played, episode, replaced), self.options.new_episodes.cassette)
         return len(episode)
 
+    def refused_at_connection(self, what: str, reason: str) -> None:
+        """A request the connection's limits refused before it reached the app (see http_guard)."""
+        method, _, target = what.partition(" ")
+        self._unrouted.append(Unmatched(f"{method} {redact_url(target, lambda _: '<hidden>')}".rstrip(), reason))
+
     # --- requests --------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
@@ -974,7 +979,7 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 def _uvicorn(replayer: HttpReplayer) -> _Server:
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
     config = uvicorn.Config(replayer.app, log_level="warning", lifespan="off", access_log=False,
-                            http=guarded_protocol(replayer.options.limits))
+                            http=guarded_protocol(replayer.options.limits, replayer.refused_at_connection))
     return _Server(replayer, config)
 
 

@@ -35,17 +35,24 @@ class ConnectionLimits:
     body_timeout: float = BODY_TIMEOUT
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
+Refused = Callable[[str, str], None]
+"""Told of each request refused here: what it was (its method and target, as far as they came)
+and why, with the status sent."""
+
+
+def guarded_protocol(limits: ConnectionLimits, refused: Refused) -> type[HttpToolsProtocol]:
     """The protocol class to give uvicorn (`Config(http=...)`), with these limits."""
 
     class GuardedHttpTools(_GuardedHttpTools):
         LIMITS = limits
+        REFUSED = staticmethod(refused)
 
     return GuardedHttpTools
 
 
 class _GuardedHttpTools(HttpToolsProtocol):
     LIMITS = ConnectionLimits()
+    REFUSED: Refused
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,6 +60,7 @@ class _GuardedHttpTools(HttpToolsProtocol):
         self._head_read = 0  # bytes of it parsed (a chunk may hold a whole head and more)
         self._timer: asyncio.TimerHandle | None = None  # the head's or the body's deadline
         self._refusal: tuple[int, str] | None = None
+        self._target = b""  # the request target as far as it came
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -77,8 +85,13 @@ class _GuardedHttpTools(HttpToolsProtocol):
     # Once a request is refused, the parser callbacks do nothing more (no app call for it): the
     # refusal is sent when the parser is done with the chunk.
 
+    def on_message_begin(self) -> None:
+        self._target = b""
+        super().on_message_begin()
+
     def on_url(self, url: bytes) -> None:
         self._head_read += len(url)
+        self._target += url[: max(0, 2000 - len(self._target))]
         if self._refusal is None:
             super().on_url(url)
 
@@ -122,6 +135,8 @@ class _GuardedHttpTools(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         phrase = {408: "Request Timeout", 431: "Request Header Fields Too Large"}[status]
+        method = self.parser.get_method().decode("latin-1") if self._target else "request"
+        self.REFUSED(f"{method} {self._target.decode('latin-1')}".rstrip(), f"answered {status}: {reason}")
         body = f"{phrase}: {reason}".encode()
         self.transport.write(
             f"HTTP/1.1 {status} {phrase}\r\ncontent-type: text/plain; charset=utf-8\r\n"

@@ -220,6 +220,7 @@ class AuthFlow:
         self.adapted: list[str] = []  # what was answered as the server answers any client, not as recorded
         self._issued: dict[str, _Issued] = {}
         self._traded: set[str] = set()  # codes traded for tokens since /authorize last handed them out
+        self._redirect_uris: list[Any] | None = None  # what the live client registered, once it has
 
     @classmethod
     def split(cls, frames: Sequence[Frame], recorded_origin: str | None = None) -> tuple[AuthFlow, list[Frame]]:
@@ -338,6 +339,9 @@ class AuthFlow:
                 return _oauth_error(400, "invalid_request", f"tapes: the recording has no such request ({why})")
             chosen, negotiable = negotiated
         exchange = self.exchanges[chosen]
+        if not on_mcp and (problem := self._check_redirect_uri(exchange, there)) is not None:
+            self.misses.append(Unmatched(f"{method} {path}", problem))
+            return _oauth_error(400, "invalid_request", problem)
         if not on_mcp and (problem := self._check_grant(headers, body)) is not None:
             self.misses.append(Unmatched(f"{method} {path}", problem))
             return _oauth_error(400, "invalid_grant", problem)
@@ -400,6 +404,16 @@ class AuthFlow:
         ignored = _NOT_COMPARED if "client_id" in recorded_body and "client_id" in live_body else _NOT_COMPARED | {"client_id"}
         return differing + differing_fields(_moved(recorded_body, origins), live_body, ignored)
 
+    def _check_redirect_uri(self, exchange: AuthExchange, target: str) -> str | None:
+        """At /authorize: a redirect URI the live client did not register is not redirected to
+        (RFC 6749 3.1.2.4), once it has registered some in this replay."""
+        if self._redirect_uris is None or "redirect_uri" not in query_fields(exchange.target):
+            return None
+        uri = query_fields(target).get("redirect_uri")
+        if uri is None or uri in self._redirect_uris:
+            return None
+        return f"the redirect_uri {uri!r} is not among those the client registered"
+
     @staticmethod
     def _code(headers: HeaderFields, body: bytes) -> Any:
         """The authorization code a /token request trades (None for another grant)."""
@@ -455,6 +469,8 @@ class AuthFlow:
                                 f"from the recorded client's in {', '.join(differing)}, under the recorded client_id")
         document = json_document(answer.body)
         assert isinstance(document, dict)  # a registration's answer is a JSON object
+        if 200 <= exchange.status < 300 and isinstance(uris := live.get("redirect_uris"), list):
+            self._redirect_uris = uris
         return replace(answer, body=encode_document(registered(document, live)))
 
     def _redirect(self, exchange: AuthExchange, target: str, location: str) -> str:

@@ -59,6 +59,9 @@ def test_a_large_header_is_refused(server: ReplayServer) -> None:
         answer = read_all(sock)
     assert answer.startswith(b"HTTP/1.1 431 ") and f"larger than {MAX_HEAD} bytes".encode() in answer
     still_serving(server)
+    # a request the recording does not have: counted, as any refusal is
+    assert f"unmatched GET /mcp: answered 431: request head larger than {MAX_HEAD} bytes" in server.report_lines
+    assert not server.clean
 
 
 def test_a_16_mb_header_is_cut_off_without_being_read(server: ReplayServer) -> None:
@@ -122,6 +125,8 @@ def test_a_body_that_does_not_come_is_cut_off(server: ReplayServer) -> None:
         answer = read_all(sock)
     assert answer.startswith(b"HTTP/1.1 408 ") and b"request body did not arrive" in answer
     still_serving(server)
+    assert [line for line in server.report_lines if line.startswith("unmatched")] == [
+        "unmatched POST /mcp: answered 408: the request body did not arrive within 0.5 s"]
 
 
 def test_keep_alive_requests_each_get_the_head_deadline_anew(server: ReplayServer) -> None:

@@ -360,3 +360,17 @@ def test_a_code_is_traded_once_until_authorize_hands_it_out_again() -> None:
     again = flow.answer("POST", *request)
     assert again is not None and again.status == 400 and json.loads(again.body)["error"] == "invalid_grant"
     assert flow.answer("POST", *_token_request(flow)).status == 200  # type: ignore[union-attr]
+
+
+def test_authorize_does_not_redirect_to_a_uri_the_live_client_did_not_register() -> None:
+    flow, _ = _flow()
+    registered = {"redirect_uris": ["http://127.0.0.1:7777/cb"]}
+    assert flow.answer("POST", "/register", JSON, json.dumps(registered).encode(), LIVE).status == 201  # type: ignore[union-attr]
+    fields = {"response_type": "code", "client_id": "c1", "state": "s", "code_challenge": "x",
+              "code_challenge_method": "S256", "resource": f"{LIVE}/mcp"}
+    elsewhere = flow.answer("GET", f"/authorize?{urlencode(fields | {'redirect_uri': 'http://evil.example/cb'})}", [], b"", LIVE)
+    assert elsewhere is not None and elsewhere.status == 400 and "Location" not in dict(elsewhere.headers)
+    assert "not among those the client registered" in json.loads(elsewhere.body)["error_description"]
+    assert not flow.clean
+    there = flow.answer("GET", f"/authorize?{urlencode(fields | {'redirect_uri': 'http://127.0.0.1:7777/cb'})}", [], b"", LIVE)
+    assert there is not None and there.status == 302
