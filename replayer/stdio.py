@@ -49,6 +49,19 @@ def _pending(fd: int) -> bool:
         return True
 
 
+def _first_ready(fd: int, other: int) -> bool:
+    """Wait until `fd` or `other` can be read; whether `fd` was, and `other` not."""
+    while True:
+        try:
+            ready = select.select([fd, other], [], [])[0]
+        except OSError:  # `fd` closed: its read says so
+            return True
+        if other in ready:
+            return False
+        if ready:
+            return True
+
+
 LONGEST_LINE = 64 * 1024 * 1024
 """Bytes of one live client line the replay holds; a longer one gets an error (it could be endless)."""
 
@@ -166,6 +179,8 @@ class _Episode:
         command = [*TAPES, "record", "-o", str(self.recording), *plan.record_flags, "--", *plan.real_server]
         # its stderr is the real server's (the recorder passes it on): the client's to see
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # readable once the real server's output has ended: the session ends with it
+        self.ended, self._ending = os.pipe()
         self._reader = threading.Thread(target=self._pump, daemon=True)
         self._reader.start()
         self._warm(console)
@@ -188,6 +203,7 @@ class _Episode:
                     _write_all(STDOUT, line)
                 except OSError:  # the client stopped reading; keep draining the server
                     stdout_open = False
+        os.write(self._ending, b"\0")
 
     def _warm(self, console: Console) -> None:
         deadline = time.monotonic() + WARM_UP_TIMEOUT
@@ -223,6 +239,8 @@ class _Episode:
             pass
         code = self._process.wait()
         self._reader.join()
+        os.close(self.ended)
+        os.close(self._ending)
         return code
 
     def splice_into(self, cassette: Cassette, played: set[int], path: Path) -> int:
@@ -347,6 +365,8 @@ def replay_stdio(
                 server.perform(session.advance())
                 continue
             with termination.wait():
+                if episode is not None and not _first_ready(STDIN, episode.ended):
+                    break  # the real server's output ended: the client sees its end, as it would the server's
                 chunk = _read(STDIN)
             if not chunk:
                 rest = splitter.finish()
@@ -373,7 +393,9 @@ def replay_stdio(
         session.index_all()
         print_warnings(console, cassette)
     if episode is not None:
-        server.exit_status = episode.finish()
+        code = episode.finish()
+        if not termination.requested:  # a replay ended by a signal exits 128 + its number
+            server.exit_status = code
         assert new_episodes is not None
         session.episode_recorded(episode.splice_into(cassette, session.played_frames, new_episodes.cassette))
     if report_path is not None:

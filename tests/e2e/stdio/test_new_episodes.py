@@ -6,6 +6,7 @@ run replays the whole session offline with the answers this run got."""
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,43 @@ def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
     ]:
         done = subprocess.run([*TAPES, "replay", *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
         assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+DYING_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "w", "version": "1"}}}),
+              flush=True)
+    elif message.get("method") == "tools/call":
+        sys.exit(3)  # dies on the request it was handed over for, without an answer
+"""
+
+
+def test_a_real_server_that_dies_after_the_hand_over_ends_the_replay_with_its_exit(tmp_path: Path) -> None:
+    """The client sees the real server's end (end of output, its exit code), as it would without
+    the replay, instead of waiting for ever on a replay that keeps its stdout open."""
+    cassette = tmp_path / "weather.tape"
+    cassette.write_bytes((CASSETTES / "example" / "weather.tape").read_bytes())
+    server = tmp_path / "dying.py"
+    server.write_text(DYING_SERVER)
+    replay = subprocess.Popen([*TAPES, "replay", str(cassette), "--new-episodes", "--", "python", str(server)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert replay.stdin is not None and replay.stdout is not None
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    replay.stdin.write(encode(initialize) + b"\n" + encode({"jsonrpc": "2.0", "method": "notifications/initialized"}) + b"\n")
+    replay.stdin.flush()
+    assert json.loads(replay.stdout.readline())["id"] == 1
+    replay.stdin.write(encode({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}}) + b"\n")
+    replay.stdin.flush()
+    try:
+        # the end of the real server's output, with stdin still open
+        assert select.select([replay.stdout], [], [], 30)[0] and replay.stdout.read() == b""
+        assert replay.wait(timeout=30) == 3
+    finally:
+        replay.kill()
+        stderr = replay.communicate()[1]
+    assert b"handing the session over" in stderr and b"Traceback" not in stderr
