@@ -230,9 +230,12 @@ class _Episode:
         except BrokenPipeError:  # the server is gone; its exit is in the recording
             pass
 
-    def finish(self) -> int:
-        """End the client's input, wait for the server (and its recorder) to exit; its exit code."""
+    def finish(self, signum: int | None = None) -> int:
+        """End the client's input, wait for the server (and its recorder) to exit; its exit code.
+        `signum`: the signal that ended the replay, passed on (the recorder passes it to the server)."""
         assert self._process.stdin is not None
+        if signum is not None and self._process.poll() is None:
+            self._process.send_signal(signum)
         try:
             self._process.stdin.close()
         except BrokenPipeError:
@@ -244,12 +247,12 @@ class _Episode:
         return code
 
     def splice_into(self, cassette: Cassette, played: set[int], path: Path) -> int:
-        """Put the recorded episode into the cassette at `path` (replaced atomically); its frame count."""
+        """Put the recorded episode into the cassette at `path` (replaced atomically); its frame count
+        (the recorded frames it replaces are counted apart)."""
         episode = episode_frames(load(self.recording), self.warm_up)
-        extended = splice(cassette, played, episode)
-        replace_file(extended, path)
+        replace_file(splice(cassette, played, episode), path)
         self.recording.unlink()
-        return len(extended.frames) - len(cassette.frames)
+        return len(episode)
 
 
 class _Terminated(Exception):
@@ -393,7 +396,7 @@ def replay_stdio(
         session.index_all()
         print_warnings(console, cassette)
     if episode is not None:
-        code = episode.finish()
+        code = episode.finish(termination.signal)
         if not termination.requested:  # a replay ended by a signal exits 128 + its number
             server.exit_status = code
         assert new_episodes is not None

@@ -6,8 +6,12 @@ run replays the whole session offline with the answers this run got."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import select
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +113,7 @@ def test_new_episodes_flags_are_checked(tmp_path: Path) -> None:
 
 
 DYING_SERVER = """
-import json, sys
+import json, os, sys, time
 for line in sys.stdin:
     message = json.loads(line)
     if message.get("method") == "initialize":
@@ -117,19 +121,20 @@ for line in sys.stdin:
             "protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "w", "version": "1"}}}),
               flush=True)
     elif message.get("method") == "tools/call":
+        if os.environ.get("HANG"):
+            time.sleep(60)
         sys.exit(3)  # dies on the request it was handed over for, without an answer
 """
 
 
-def test_a_real_server_that_dies_after_the_hand_over_ends_the_replay_with_its_exit(tmp_path: Path) -> None:
-    """The client sees the real server's end (end of output, its exit code), as it would without
-    the replay, instead of waiting for ever on a replay that keeps its stdout open."""
+def handed_over(tmp_path: Path, **env: str) -> subprocess.Popen[bytes]:
+    """A replay whose client was handed over to DYING_SERVER at its tools/call."""
     cassette = tmp_path / "weather.tape"
     cassette.write_bytes((CASSETTES / "example" / "weather.tape").read_bytes())
     server = tmp_path / "dying.py"
     server.write_text(DYING_SERVER)
     replay = subprocess.Popen([*TAPES, "replay", str(cassette), "--new-episodes", "--", "python", str(server)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env})
     assert replay.stdin is not None and replay.stdout is not None
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
@@ -138,6 +143,14 @@ def test_a_real_server_that_dies_after_the_hand_over_ends_the_replay_with_its_ex
     assert json.loads(replay.stdout.readline())["id"] == 1
     replay.stdin.write(encode({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope"}}) + b"\n")
     replay.stdin.flush()
+    return replay
+
+
+def test_a_real_server_that_dies_after_the_hand_over_ends_the_replay_with_its_exit(tmp_path: Path) -> None:
+    """The client sees the real server's end (end of output, its exit code), as it would without
+    the replay, instead of waiting for ever on a replay that keeps its stdout open."""
+    replay = handed_over(tmp_path)
+    assert replay.stdout is not None
     try:
         # the end of the real server's output, with stdin still open
         assert select.select([replay.stdout], [], [], 30)[0] and replay.stdout.read() == b""
@@ -146,3 +159,17 @@ def test_a_real_server_that_dies_after_the_hand_over_ends_the_replay_with_its_ex
         replay.kill()
         stderr = replay.communicate()[1]
     assert b"handing the session over" in stderr and b"Traceback" not in stderr
+
+
+def test_a_signal_during_a_hand_over_ends_the_replay_with_128_plus_its_number(tmp_path: Path) -> None:
+    replay = handed_over(tmp_path, HANG="1")
+    try:
+        time.sleep(1)  # the real server is past its warm-up, on the handed-over request
+        replay.send_signal(signal.SIGTERM)  # passed on to the real server, which would take 60 s
+        assert replay.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        replay.kill()
+        stderr = replay.communicate()[1]
+    assert b"handing the session over" in stderr and b"Traceback" not in stderr
+    # what the real server said is kept, counted as recorded
+    assert re.search(rb"played 1 frames, 0 unmatched, 0 unused, [1-9]\d* new frames recorded", stderr), stderr
