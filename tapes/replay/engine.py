@@ -132,6 +132,10 @@ class ReplayEngine:
         # Tasks the client runs for the server (a task-augmented sampling/createMessage): the live
         # client names them afresh, and the server's tasks/get and tasks/result carry the live name.
         self._client_tasks: dict[Any, Any] = {}  # recorded task id -> the live one
+        # A recorded input_required result asked of a client that opened with initialize: its
+        # input requests go out one at a time as requests of the server's (see `_asked_of_client`).
+        self._input_asked: dict[str, tuple[_InputRound, str]] = {}  # our request id -> its round, its input key
+        self._input_requests_sent = 0
 
     def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
                exits_recorded: bool) -> None:
@@ -477,6 +481,8 @@ class ReplayEngine:
         if kind is MessageType.REQUEST:
             return self._receive_request(item, size)
         if kind in (MessageType.RESULT, MessageType.ERROR):
+            if isinstance(item["id"], str) and item["id"] in self._input_asked:
+                return None, self._input_answered(item, size)
             recorded = self._until(lambda: self._queue(self._answers, self._index.answers, item["id"]))
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
             if recorded:
@@ -858,6 +864,53 @@ class ReplayEngine:
     def _miss(self, summary: str, reason: str) -> None:
         self._report.unmatched.append(Unmatched(summary, reason))
 
+    # --- input asked of a client of the initialize eras ------------------------------------
+
+    def _asked_of_client(self, item: dict[str, Any], owner: Interaction, frame: Frame) -> dict[str, Any]:
+        """A recorded input_required result (2026-07-28) to a client that opened with initialize,
+        which has no such result: a server of both eras asks it for the input with requests of
+        its own, then goes on as if the client had retried with the answers. Here: the first
+        input request, under an id of the replay's; the next go out as each is answered, and
+        then the recorded retry is played (`_input_answered`)."""
+        result = item["result"]
+        asked = [(key, request) for key, request in result["inputRequests"].items()]
+        methods = ", ".join(sorted({request.get("method", "?") for _, request in asked}))
+        self._adapted.append(f"{owner.request['method']} id {owner.live_id!r}: the recorded input_required result sent as "
+                             f"{methods} requests, as a server of both eras asks a client that opened with initialize")
+        return self._ask(_InputRound(owner, frame, asked, result.get("requestState")))
+
+    def _ask(self, input_round: _InputRound) -> dict[str, Any]:
+        key, request = input_round.asked.pop(0)
+        self._input_requests_sent += 1
+        request_id = f"mcp-tapes-input-{self._input_requests_sent}"
+        self._input_asked[request_id] = (input_round, key)
+        asking = {"jsonrpc": "2.0", "id": request_id, "method": request.get("method")}
+        if "params" in request:
+            asking["params"] = request["params"]
+        return asking
+
+    def _input_answered(self, answer: dict[str, Any], size: int) -> list[Reply]:
+        """The live client answered an input request: the next one is asked, or, all answered,
+        the recorded retry that carried the recorded client's answers is played for the request
+        that got input_required, under its live id."""
+        input_round, key = self._input_asked.pop(answer["id"])
+        owner = input_round.owner
+        if input_round.asked:
+            asking = self._ask(input_round)
+            self._resent.append(Action(input_round.frame, checked_payload(input_round.frame, asking)))
+            return []
+        retry = self._until(lambda: next((i for i in self._unplayed_by_method[owner.request["method"]]
+                                          if params_of(i.request).get("requestState") == input_round.state), None))
+        if retry is None or input_round.state is None:
+            reason = (f"the recording has no retry of {owner.describe()} with the input its server asked for "
+                      "(the recorded client stopped there)")
+            self._miss(f"{owner.request['method']} id {owner.live_id!r}", reason)
+            return [Reply.error(owner.live_id, NO_MATCH, f"mcp-tapes: {reason}")]
+        matched, replies = self._receive_request({**retry.request, "id": owner.live_id}, size)
+        if matched is not None:
+            retry.live_token, retry.live_stateless = owner.live_token, False
+        return replies
+
     # --- releasing -------------------------------------------------------------------------
 
     def _consume(self, key: ItemKey) -> None:
@@ -899,7 +952,11 @@ class ReplayEngine:
             if new is not None and self._client_tasks:
                 new = _with_client_task(new, self._client_tasks)
             if new is not None and self._initialize_from_discover and owner is not None and not owner.live_stateless:
-                new = _in_handshake_era(new)  # an answer to a client that opened with initialize
+                # an answer to a client that opened with initialize
+                # (over HTTP the input_required result goes as recorded: the recorded retry's answer
+                # came on another exchange, and the live client reads it on the first's stream)
+                asks = _input_required(new) and frame.channel == STDIO
+                new = self._asked_of_client(new, owner, frame) if asks else _in_handshake_era(new)
             changed = changed or new is not item
             if new is not None:
                 out.append(new)
@@ -927,11 +984,29 @@ def _unlistened(capabilities: dict[str, Any]) -> dict[str, Any]:
             for name, value in capabilities.items()}
 
 
+@dataclasses.dataclass
+class _InputRound:
+    """An input_required result being asked of the live client, one input request at a time."""
+
+    owner: Interaction  # the request that got it
+    frame: Frame  # the recorded result's: where the requests go out (its HTTP exchange's stream)
+    asked: list[tuple[str, dict[str, Any]]]  # (input key, input request) not asked yet
+    state: Any  # its requestState, which the recorded retry carried
+
+
+def _input_required(item: dict[str, Any]) -> bool:
+    """Whether a server item is a 2026-07-28 input_required result, with input requests to ask."""
+    result = item.get("result")
+    return (type(result) is dict and result.get("resultType") == "input_required"
+            and type(requests := result.get("inputRequests")) is dict and bool(requests)
+            and all(type(request) is dict for request in requests.values()))
+
+
 def _in_handshake_era(item: dict[str, Any]) -> dict[str, Any]:
     """A 2026-07-28 result as a server of both eras sends it to a client that opened with
     initialize: without the members no earlier era has (resultType "complete", caching hints),
     nor the server info stamped in its `_meta` (such a client had it in the initialize result).
-    An input_required result has no such form, and goes as recorded."""
+    (An input_required result is asked as requests: `_asked_of_client`.)"""
     result = item.get("result")
     if type(result) is not dict or result.get("resultType", "complete") != "complete":
         return item

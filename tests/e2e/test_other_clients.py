@@ -7,6 +7,7 @@ Method not found to the probe. Each client must get the recorded tools, with not
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
-from tests.support.interop import HTTP, SSE, STDIO, Replayed, replay, run_client, stable, supergateway_serving
-from tests.support.paths import CASSETTES, TAPES
+from tests.support.interop import HTTP, SSE, STDIO, Replayed, node, replay, run_client, stable, supergateway_serving
+from tests.support.paths import CASSETTES, PEERS, TAPES
 from tests.support.processes import TIMEOUT
 
 CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp", "aisdk")
@@ -178,3 +179,22 @@ def test_supergateway_serves_a_stdio_replay_over_http(transport: str, stateful: 
     [step] = got["steps"]
     assert step["result"]["tools"] == stable(recorded_tools(cassette))
     assert json.loads(report.read_text())["unmatched"] == []  # the last replay's (stateless: the tools/list's)
+
+
+def test_input_a_stateless_era_server_asked_for_is_asked_of_an_initialize_client_with_requests(tmp_path: Path) -> None:
+    """A 2026-07-28 server asks its client for input (sampling, roots) with an input_required
+    result; a client that opened with initialize has no such result, and a server of both eras
+    sends it requests instead. The replay does the same, then plays the recorded retry."""
+    cassette = CASSETTES / "notes-stdio-2026-07-28.tape"
+    report = tmp_path / "report.json"
+    done = subprocess.run([node(), str(PEERS / "input_client.mjs"), *TAPES, "replay", str(cassette), "--report", str(report)],
+                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    results = json.loads(done.stdout)
+    assert results == {"ask_model": [{"type": "text", "text": "model tapes-test-model says: You asked: Which note is the oldest?"}],
+                       "list_client_roots": [{"type": "text", "text": "file:///workspace/notes (notes)\nfile:///workspace/project (project)"}]}
+    summary = json.loads(report.read_text())
+    assert summary["unmatched"] == []
+    asked = [line for line in summary["adapted"] if "input_required" in line]
+    assert [line.split(":")[0] for line in asked] == ["tools/call id 1", "tools/call id 2"], summary["adapted"]
+    assert "sent as sampling/createMessage requests" in asked[0] and "sent as roots/list requests" in asked[1]
