@@ -44,6 +44,18 @@ class _Group(click.Group):
             ctx.exit(2)
 
 
+def _load(path: str) -> Any:
+    """The whole cassette at `path` (`load`), with what its loading warns of (a truncated last
+    frame, whose frames before it are kept) said on stderr: the command goes on with them."""
+    from tapes.cassette.store import load
+    from tapes.wire.text import printable
+
+    cassette = load(path)
+    for warning in cassette.warnings:
+        click.echo(f"tapes: warning: {printable(warning)}", err=True)
+    return cassette
+
+
 @contextmanager
 def _naming(cassette: str) -> Iterator[None]:
     """A frame the replay or verify cannot use is said with the cassette's name in front."""
@@ -399,12 +411,11 @@ def replay(
 
 
 def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:
-    from tapes.cassette.store import load
     from tapes.replay.faults import dry_run
 
     if not faults:
         raise UserError("--dry-run lists where faults would fire: give at least one --fault (or faults in [tool.tapes])")
-    hits = dry_run(faults, load(cassette).frames)
+    hits = dry_run(faults, _load(cassette).frames)
     several = len({hit.session for hit in hits if hit.request}) > 1  # name the session only if it tells them apart
     for hit in hits:
         where = f"session {hit.session}: " if several else ""
@@ -486,16 +497,15 @@ def _write_cassette(cassette: Any, output: str, output_format: str | None, defau
 def export(cassette: str, output: str, output_format: str | None) -> None:
     """Convert a cassette to its JSON Lines twin, or an HTTP cassette to a HAR 1.2 log. `-o -`
     writes to stdout, e.g. as a git textconv: `tapes export --format jsonl -o -`."""
-    from tapes.cassette.store import load
 
     if output_format is None and output.endswith(".har"):
         output_format = "har"
     if output_format != "har":
-        _write_cassette(load(cassette), output, output_format, default="jsonl")
+        _write_cassette(_load(cassette), output, output_format, default="jsonl")
         return
     from tapes.render.har import har_text
 
-    text = har_text(load(cassette), cassette)
+    text = har_text(_load(cassette), cassette)
     try:
         with click.open_file(output, "wb") as out:
             out.write(text)
@@ -519,14 +529,14 @@ def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_p
     from tapes.cassette.post_redact import redact_cassette
     from tapes.cassette.redact import RedactionRuleError, RedactionRules, Redactor
     from tapes.cassette.scrub import load_hook
-    from tapes.cassette.store import STDOUT, load, replace_file
+    from tapes.cassette.store import STDOUT, replace_file
 
     try:
         rules = RedactionRules.default(redact_headers, redact_paths)
     except RedactionRuleError as error:
         raise UserError(str(error)) from None
     hook = load_hook(before_record) if before_record else None
-    redacted, replaced = redact_cassette(load(cassette), Redactor(rules), hook)
+    redacted, replaced = redact_cassette(_load(cassette), Redactor(rules), hook)
     if output == STDOUT:
         _write_cassette(redacted, output, None, default="jsonl")
     else:
@@ -546,9 +556,8 @@ def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_p
               help="Default: as the output's name says (NAME.jsonl is JSON Lines), else msgpack.")
 def import_jsonl(jsonl: str, output: str, output_format: str | None) -> None:
     """Convert a JSON Lines cassette back to msgpack."""
-    from tapes.cassette.store import load
 
-    _write_cassette(load(jsonl), output, output_format, default="msgpack")
+    _write_cassette(_load(jsonl), output, output_format, default="msgpack")
 
 
 # --- analysis: diff, verify, lint -----------------------------------------------------------------
@@ -601,9 +610,8 @@ def _emit_diff(report: Any, output_format: str, fail_on: str, accepted: bool = F
 def diff(old: str, new: str, output_format: str, fail_on: str, noise_rules: tuple[str, ...], ignore: tuple[str, ...]) -> None:
     """Compare two sessions by behaviour, also across protocol versions (exit 0 same, 1 different, 2 error)."""
     from tapes.analysis.diff import diff_cassettes
-    from tapes.cassette.store import load
 
-    old_cassette, new_cassette = load(old), load(new)
+    old_cassette, new_cassette = _load(old), _load(new)
     report = diff_cassettes(old_cassette, new_cassette, old_name=old, new_name=new, noise=_noise(noise_rules, ignore))
     if output_format == "html":
         from tapes.render.view import render_diff
@@ -639,7 +647,6 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     from pathlib import Path
 
     from tapes.analysis.diff import diff_cassettes
-    from tapes.cassette.store import load
 
     from tapes.replay.outcomes import LONGEST_WAIT
 
@@ -651,7 +658,7 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
         raise UserError("verify takes either --upstream URL or a server command after --, not both")
     if upstream is None and not command:
         raise UserError("verify needs the server command after -- (or --upstream URL for an HTTP server)")
-    recording = load(cassette)
+    recording = _load(cassette)
     if upstream is None and recording.header.transport != "stdio":
         raise UserError(f"{cassette}: is an HTTP recording; verify it against a server URL with --upstream URL")
     if upstream is not None and recording.header.transport != "http":
@@ -697,7 +704,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
 
     from tapes.analysis.lint import RULES
     from tapes.analysis.lint import lint as lint_cassette
-    from tapes.cassette.store import is_jsonl_file, load
+    from tapes.cassette.store import is_jsonl_file
     from tapes.wire.text import printable
 
     if baseline and not security:
@@ -708,10 +715,10 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
         from tapes.analysis.security import SECURITY_RULES, security_lint
 
         rules |= SECURITY_RULES
-        old = load(baseline) if baseline else None
+        old = _load(baseline) if baseline else None
     results = {}
     for path in cassettes:
-        cassette = load(path)
+        cassette = _load(path)
         findings = lint_cassette(cassette) + (security_lint(cassette, old) if security else [])
         results[path] = (cassette, sorted(findings, key=lambda finding: (finding.seq, finding.rule)))
     if output_format in ("github", "sarif"):

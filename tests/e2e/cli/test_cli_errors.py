@@ -220,3 +220,19 @@ def test_a_ctrl_c_while_the_cli_loads_exits_130_without_a_traceback() -> None:
                    "run()\n")
     run = subprocess.run([TAPES[0], "-c", interrupted, "show", "x"], capture_output=True, timeout=60)
     assert (run.returncode, run.stdout, run.stderr) == (130, b"", b"")
+
+
+@pytest.mark.parametrize("command", [["diff", "{full}", "{cut}"], ["lint", "{cut}"], ["lint", "--security", "{cut}"],
+                                     ["export", "{cut}", "-o", "-"], ["redact", "{cut}", "-o", "-"],
+                                     ["replay", "{cut}", "--dry-run", "--fault", "tools/call:hang"]])
+def test_every_command_that_reads_a_truncated_cassette_says_so(command: list[str], tmp_path: Path) -> None:
+    """A cassette cut short (a killed recorder, a copy that stopped) loads with the frames before
+    its last, and every command says on stderr that the rest is missing: a diff that reads it as
+    a server that stopped answering, or an export written clean, would hide it."""
+    full = CASSETTES / "example" / "weather.tape"
+    cut = tmp_path / "cut.tape"
+    cut.write_bytes(full.read_bytes()[:-40])
+    argv = [part.format(full=full, cut=cut) for part in command]
+    done = subprocess.run([*TAPES, *argv], capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert f"tapes: warning: {cut}: the last frame is truncated at byte" in done.stderr, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
