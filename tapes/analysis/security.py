@@ -252,9 +252,15 @@ def _rug_pulls(before: dict[tuple[str, str], Entry], entries: list[Entry]) -> It
                                                        f"{_schema_change(old.item.get('inputSchema'), entry.item.get('inputSchema'))}")
 
 
+def _property_names(schema: Any) -> set[str]:
+    """The property names a tool's input schema declares (none when it is no object, or its
+    properties are no map: the shape rule reports that)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return set(properties) if isinstance(properties, dict) else set()
+
+
 def _schema_change(old: Any, new: Any) -> str:
-    old_properties = set((old or {}).get("properties") or ()) if isinstance(old, dict) else set()
-    new_properties = set((new or {}).get("properties") or ()) if isinstance(new, dict) else set()
+    old_properties, new_properties = _property_names(old), _property_names(new)
     parts = []
     if added := sorted(new_properties - old_properties):
         parts.append("added " + ", ".join(added))

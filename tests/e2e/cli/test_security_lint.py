@@ -3,11 +3,13 @@ tool surface is poisoned (tests/servers/poisoned_server.py), and on the committe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -139,3 +141,23 @@ def test_the_committed_cassettes_have_no_security_findings() -> None:
     cassettes = sorted((ROOT / "cassettes").glob("**/*.tape")) + sorted((ROOT / "cassettes").glob("*.jsonl"))
     assert len(cassettes) > 10
     assert {path.name: security_lint(load(path)) for path in cassettes} == {path.name: [] for path in cassettes}
+
+
+@pytest.mark.parametrize("properties", [5, [{"x": 1}], [None], "abc"])
+def test_a_schema_whose_properties_are_no_map_changes_without_a_crash(properties: object) -> None:
+    """A tool's inputSchema.properties that is no map (a hostile or broken server's) is a schema
+    change against the baseline, with no property named: never a traceback, nor letters of a
+    string read as properties."""
+    honest = load(ROOT / "cassettes" / "notes-stdio-2025-11-25.tape")
+
+    def broken(frame: Any) -> Any:
+        result = frame.message.get("result") if isinstance(frame.message, dict) else None
+        if not isinstance(result, dict) or "tools" not in result:
+            return frame
+        tools = [{**tool, "inputSchema": {**tool["inputSchema"], "properties": properties}} for tool in result["tools"]]
+        return frame._replace(message={**frame.message, "result": {**result, "tools": tools}}, data=None)
+
+    changed = dataclasses.replace(honest, frames=[broken(frame) for frame in honest.frames])
+    findings = [f for f in security_lint(changed, honest) if f.rule == "schema-changed"]
+    assert findings and all("its inputSchema changed" in f.message and "added" not in f.message for f in findings)
+    assert "tool 'add_note': its inputSchema changed (removed text, title)" in [f.message for f in findings]
