@@ -39,6 +39,21 @@ STEP_TIMEOUT = 5.0  # seconds to wait for what the next client message depends o
 EXIT_TIMEOUT = 15.0  # seconds the server gets to finish after its input closes
 
 
+class _StepClock:
+    """When the wait for what the next step needs ends: `seconds` after the last step, however
+    much else (notifications, a server flooding its output) comes in between."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self.restart()
+
+    def restart(self) -> None:
+        self._deadline = time.monotonic() + self._seconds
+
+    def left(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
+
+
 def _read_lines(stream: object, lines: queue.Queue[bytes | None]) -> None:
     splitter = LineSplitter()
     while chunk := stream.read1(65536):  # type: ignore[attr-defined]
@@ -64,6 +79,8 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
     lines: queue.Queue[bytes | None] = queue.Queue()
     threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
     server_open = True
+    stopped = False  # by a signal (made an exception by the CLI) or Ctrl-C: the server is stopped at once
+    clock = _StepClock(step_timeout)
     try:
         outgoing = script.ready()
         while True:
@@ -73,12 +90,17 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
                 else:
                     process.stdin.write(payload + b"\n")
                     process.stdin.flush()
+            if outgoing:
+                clock.restart()
             if script.finished or not server_open:
                 break
-            try:
-                line = lines.get(timeout=step_timeout)
-            except queue.Empty:
+            if not clock.left():
                 outgoing = script.force()  # what it waited for did not come: the diff will say so
+                continue
+            try:
+                line = lines.get(timeout=clock.left())
+            except queue.Empty:
+                outgoing = []
                 continue
             if line is None:
                 server_open = False
@@ -88,6 +110,9 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
                 outgoing = script.ready()
     except BrokenPipeError:
         pass  # the server is gone; what it did until then is in the recording
+    except BaseException:
+        stopped = True
+        raise
     finally:
         if not process.stdin.closed:
             try:
@@ -95,7 +120,7 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
             except BrokenPipeError:
                 pass
         try:
-            process.wait(timeout=exit_timeout)
+            process.wait(timeout=0 if stopped else exit_timeout)
         except subprocess.TimeoutExpired:
             process.terminate()  # passed on to the server
             try:
@@ -203,6 +228,7 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
             ended.add(exchange)
 
     client = httpx.Client(timeout=httpx.Timeout(step_timeout * 2, read=None), trust_env=False)
+    clock = _StepClock(step_timeout)
     try:
         outgoing = script.ready()
         while True:
@@ -210,17 +236,23 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
                 if index:
                     time.sleep(0.02)  # requests ready together still reach the recorder in recorded order
                 threading.Thread(target=_exchange, args=(client, url(request.path), request, reports), daemon=True).start()
+            if outgoing:
+                clock.restart()
             if script.finished:
                 break
-            try:
-                handle(reports.get(timeout=step_timeout))
-            except queue.Empty:
+            if not clock.left():
                 outgoing = script.force()  # what it waited for did not come: the diff will say so
                 continue
-            outgoing = script.ready()
-        while not script.closes <= ended:  # the responses the recording saw to their end
             try:
-                handle(reports.get(timeout=step_timeout))
+                handle(reports.get(timeout=clock.left()))
+            except queue.Empty:
+                outgoing = []
+                continue
+            outgoing = script.ready()
+        clock.restart()
+        while not script.closes <= ended and clock.left():  # the responses the recording saw to their end
+            try:
+                handle(reports.get(timeout=clock.left()))
             except queue.Empty:
                 break
     finally:

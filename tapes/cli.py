@@ -32,6 +32,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             ctx.exit(128 + signal.SIGINT)
+        except _Signalled as stop:
+            ctx.exit(128 + stop.signum)
         except UserError as error:
             click.echo(f"{ERROR_PREFIX}{error}", err=True)
             ctx.exit(2)
@@ -42,6 +44,32 @@ class _Group(click.Group):
             said = f"{error.filename}: {error.strerror}" if error.filename else f"stdout: cannot be written ({error.strerror})"
             click.echo(f"{ERROR_PREFIX}{said}", err=True)
             ctx.exit(2)
+
+
+class _Signalled(BaseException):
+    """A SIGTERM or SIGHUP, raised where the command was (see `_signals_unwind`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the command as Ctrl-C does, as an exception: what it started (a
+    recorder and its server, a scratch folder) is stopped and removed on the way out, where the
+    default action would leave them running. Exit 128 + the signal's number."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Signalled(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(signum) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _load(path: str) -> Any:
@@ -666,7 +694,7 @@ def verify(cassette: str, command: tuple[str, ...], upstream: str | None, keep: 
     noise = _noise(noise_rules, ignore)
     from recorder.verify import verify_http, verify_stdio
 
-    with tempfile.TemporaryDirectory(prefix="tapes-verify-") as scratch:
+    with _signals_unwind(), tempfile.TemporaryDirectory(prefix="tapes-verify-") as scratch:
         output = Path(keep) if keep else Path(scratch) / "live.tape"
         with _naming(cassette):
             if upstream is not None:

@@ -144,3 +144,55 @@ def test_a_server_that_ignores_its_end_and_sigterm_is_killed_not_waited_for(tmp_
                                   text=True).stdout) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left == ""
+
+
+CHATTY_SERVER = """
+import json, sys, threading, time
+lock = threading.Lock()
+def say(message):
+    with lock:
+        print(json.dumps(message), flush=True)
+def tick():
+    while True:
+        time.sleep(0.1)
+        say({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "tick"}})
+threading.Thread(target=tick, daemon=True).start()
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":  # and nothing else is ever answered
+        say({"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": message["params"]["protocolVersion"],
+             "capabilities": {"tools": {}}, "serverInfo": {"name": "chatty", "version": "1"}}})
+"""
+
+
+def test_a_server_that_keeps_talking_but_never_answers_still_ends_each_step(tmp_path: Path) -> None:
+    """The step timeout counts from the step, not from the last line: a notification every 0.1 s
+    kept a 0.5 s timeout from ever running out, and verify from ever ending."""
+    server = tmp_path / "chatty.py"
+    server.write_text(CHATTY_SERVER)
+    done = subprocess.run([*TAPES, "verify", "cassettes/notes-stdio-2025-11-25.tape", "--step-timeout", "0.5", "--",
+                           "python", str(server)], capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert done.returncode == 1 and "tools/call" in done.stdout, done.stderr
+
+
+def test_a_sigterm_stops_the_recorder_and_the_server_it_started(tmp_path: Path) -> None:
+    """Not only verify: its recorder and the server were left running (a child of init), its
+    scratch folder behind."""
+    import os
+    import signal
+    import time
+
+    marker = f"{os.getpid()}.{time.monotonic_ns() % 1000}"
+    verify = subprocess.Popen([*TAPES, "verify", "cassettes/notes-stdio-2025-11-25.tape", "--", "sleep", marker],
+                              cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "TMPDIR": str(tmp_path)})
+    deadline = time.monotonic() + 30
+    while not subprocess.run(["pgrep", "-f", f"^sleep {marker}"], capture_output=True).stdout and time.monotonic() < deadline:
+        time.sleep(0.1)
+    verify.send_signal(signal.SIGTERM)
+    assert verify.wait(timeout=30) == 128 + signal.SIGTERM
+    assert b"Traceback" not in verify.communicate()[1]
+    deadline = time.monotonic() + 10
+    while (left := subprocess.run(["pgrep", "-f", f"^sleep {marker}"], capture_output=True).stdout) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == b""
+    assert not list(tmp_path.glob("tapes-verify-*"))
