@@ -726,6 +726,8 @@ class HttpReplayer:
         headers = replayed_headers(info.get("headers") or ())
         if session.live_id != session.recorded_id:  # a recorded session served again, under its own id
             headers = [(k, session.live_id if k.lower() == "mcp-session-id" else v) for k, v in headers]
+        # a redirect to the recorded server leads to the replay (not to a recorder long gone, nor the real server)
+        headers = [(k, self._moved(v, request) if k.lower() in ("location", "content-location") else v) for k, v in headers]
         if is_event_stream(header(headers, "content-type")):
             status = info.get("status", 200)
             events = self._events(session, cursor, request, made_up)
@@ -779,12 +781,20 @@ class HttpReplayer:
             if self._faults.drop_after(channel, delivery.event):
                 raise _Drop
 
+    def _moved(self, url: str, request: Request) -> str:
+        """`url` on the replay's origin where it named the recorded server's (as its client saw it,
+        or as the recorder reached it); any other URL as it is."""
+        origin = f"{request.url.scheme}://{request.url.netloc}"
+        for recorded in (self.auth.recorded_origin, self._cassette.header.server.get("url")):
+            if (moved := moved_to_origin(url, recorded, origin)) != url:
+                return moved
+        return url
+
     def _event_bytes(self, action: Action, request: Request, session: _Session) -> bytes:
         info = action.frame.info or {}
         if info.get("event") != "endpoint":
             return sse_bytes(action)
-        origin = f"{request.url.scheme}://{request.url.netloc}"
-        data = moved_to_origin(action.payload.decode("utf-8", "replace"), self._cassette.header.server.get("url"), origin)
+        data = self._moved(action.payload.decode("utf-8", "replace"), request)
         if session.live_id != session.recorded_id and session.recorded_id:
             data = data.replace(f"={session.recorded_id}", f"={session.live_id}")  # the endpoint names the live session
         return sse_bytes(Action(action.frame, data.encode()))

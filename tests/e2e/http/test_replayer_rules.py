@@ -246,3 +246,21 @@ def test_an_endpoint_whose_path_has_escapes_is_served_at_it() -> None:
         # the path as it reads decoded is another one, which the recording never saw
         assert http.post(server.url.replace("%20", "+"), content=client_sent(cassette, "initialize")).status_code == 404
     assert server.clean is False and any("the recording has no request to that path" in line for line in server.report_lines)
+
+
+def test_a_redirect_to_the_recorded_server_leads_to_the_replay() -> None:
+    """A recorded Location on the recorded server's origin (as its client saw it, or as the
+    recorder reached it) is moved to the replay's: followed as recorded, it led the replay's
+    client to the real server, or to a recorder long gone. Another origin's stays."""
+    recorded = load(CASSETTES / "everything-http-2025-11-25.tape")
+    server = recorded.header.server["url"].removesuffix("/mcp")
+    first_head = next(f for f in recorded.frames if f.kind is Kind.HTTP_RESPONSE)
+    moved = {**first_head.info, "headers": [*first_head.info["headers"], ("Location", f"{server}/mcp?again=1"),
+                                            ("Content-Location", "https://elsewhere.example/doc")]}
+    cassette = Cassette(recorded.header, [f._replace(info=moved) if f is first_head else f for f in recorded.frames])
+    initialize = next(f for f in recorded.frames if f.from_client and f.kind is Kind.MESSAGE)
+    with replay_server(cassette) as replay:
+        answer = httpx.post(replay.url, content=initialize.payload, headers={**ACCEPT, "Content-Type": "application/json"})
+    origin = replay.url.removesuffix("/mcp")
+    assert answer.headers["location"] == f"{origin}/mcp?again=1"
+    assert answer.headers["content-location"] == "https://elsewhere.example/doc"
