@@ -721,7 +721,14 @@ class HttpReplayer:
                 # The recorded client left before its POST's answer came; a legacy HTTP+SSE server
                 # answers every message it takes with 202 (the JSON-RPC answer is on the stream).
                 return Response(b"Accepted", 202)
-            raise _Drop  # the recorded server never answered: cut the connection
+            if _end_reason(log) == "client_disconnect":  # the recorded client gave up waiting: this one will too
+                while not session.closing and not await request.is_disconnected():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(session.changed(), 1.0)
+                raise _Drop
+            # the upstream could not be reached, or failed before it answered: what the recorder's
+            # proxy answered the recorded client (mitmproxy's 502), not a crash of the replay's
+            return _error(502, "Bad Gateway: the recorded server did not answer this request")
         info = log.head.frame.info or {}
         headers = replayed_headers(info.get("headers") or ())
         if session.live_id != session.recorded_id:  # a recorded session served again, under its own id

@@ -264,3 +264,24 @@ def test_a_redirect_to_the_recorded_server_leads_to_the_replay() -> None:
     origin = replay.url.removesuffix("/mcp")
     assert answer.headers["location"] == f"{origin}/mcp?again=1"
     assert answer.headers["content-location"] == "https://elsewhere.example/doc"
+
+
+@pytest.mark.parametrize("reason", ["upstream_error", "client_disconnect"])
+def test_a_request_the_recorded_server_never_answered(reason: str) -> None:
+    """Its exchange has no response head. Upstream down (the recorder's proxy answered 502): a 502
+    again. The recorded client gave up waiting: no answer, until this client gives up too. It was
+    a 500 Internal Server Error either way, which read as the replay crashing."""
+    recorded = load(CASSETTES / "everything-http-2025-11-25.tape")
+    channel = next(f.channel for f in recorded.frames if f.kind is Kind.HTTP_REQUEST)  # the initialize
+    frames = [f._replace(info={"reason": reason}) if f.channel == channel and f.kind is Kind.STREAM_END else f
+              for f in recorded.frames if f.channel != channel or f.from_client or f.kind is Kind.STREAM_END]
+    initialize = next(f for f in recorded.frames if f.from_client and f.kind is Kind.MESSAGE)
+    with replay_server(Cassette(recorded.header, frames)) as replay:
+        send = lambda: httpx.post(replay.url, content=initialize.payload, timeout=1.5,  # noqa: E731
+                                  headers={**ACCEPT, "Content-Type": "application/json"})
+        if reason == "upstream_error":
+            answer = send()
+            assert answer.status_code == 502 and "did not answer" in answer.json()["error"]["message"]
+        else:
+            with pytest.raises(httpx.ReadTimeout):
+                send()
