@@ -747,9 +747,11 @@ class HttpReplayer:
             await session.changed()
         if wait := sum(self.options.control.delay(d.action.gap) + d.action.hold for d in log.body[cursor.position :]):
             await session.wait(wait)  # --timing, or a delay fault: the body comes when the recorded one came
-        if _cut(log):  # a drop fault: the head goes out, then the connection
-            return _Stream(_dropped(), info.get("status", 200), headers)
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)
+        if _cut(log):  # an upstream failure, or a drop fault: the head and what of the body came, then the cut
+            if (length := header(info.get("headers"), "content-length")) is not None:
+                headers.append(("content-length", length))  # the length promised, as the recorded client was
+            return _Stream(_cut_after(body), info.get("status", 200), headers)
         if made_up:
             body = _with_replies(body, made_up)
         return Response(body, info.get("status", 200), headers=dict(headers))
@@ -870,9 +872,11 @@ def _all_at_once(log: ChannelLog) -> bool:
     return log.ended and _end_reason(log) != "upstream_error" and not any(delivery.action.hold for delivery in log.body)
 
 
-async def _dropped() -> AsyncIterator[bytes]:
+async def _cut_after(body: bytes) -> AsyncIterator[bytes]:
+    """`body`, then the connection cut."""
+    if body:
+        yield body
     raise _Drop
-    yield b""  # an async generator that cuts the connection at once
 
 
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:

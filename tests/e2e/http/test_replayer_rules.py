@@ -19,6 +19,7 @@ from tapes.cassette.store import Cassette, Header, load
 from tapes.cassette.frames import Direction, Kind
 from tapes.replay.outcomes import NO_MATCH
 from tapes.replay.http_rules import HEADER_MISMATCH
+from tapes.wire.http import header
 from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 
 from tests.support import flows
@@ -285,3 +286,25 @@ def test_a_request_the_recorded_server_never_answered(reason: str) -> None:
         else:
             with pytest.raises(httpx.ReadTimeout):
                 send()
+
+
+def test_an_answer_the_upstream_cut_short_is_cut_where_it_was() -> None:
+    """The head, the bytes of the body that came and the length the head promised, then the
+    connection closed: as the recorded client got it. The replay cut at once, with no body."""
+    recorded = load(CASSETTES / "everything-http-2025-11-25.tape")
+    channel = recorded.frames[0].channel  # a JSON answer (400) to the client's server/discover probe
+    answer = next(f for f in recorded.frames if f.channel == channel and f.kind is Kind.MESSAGE and not f.from_client)
+    head = next(f for f in recorded.frames if f.channel == channel and f.kind is Kind.HTTP_RESPONSE)
+    came = answer.payload[:20]
+    frames = [f._replace(kind=Kind.RAW, message=None, data=came) if f is answer
+              else f._replace(info={"reason": "upstream_error"}) if f.channel == channel and f.kind is Kind.STREAM_END
+              else f for f in recorded.frames]
+    probe = next(f for f in recorded.frames if f.channel == channel and f.kind is Kind.MESSAGE)
+    received = b""
+    with replay_server(Cassette(recorded.header, frames)) as replay, httpx.Client() as client:
+        with client.stream("POST", replay.url, content=probe.payload, headers={**ACCEPT, "Content-Type": "application/json"}) as cut:
+            assert cut.status_code == 400 and cut.headers.get("content-length") == header(head.info["headers"], "content-length")
+            with pytest.raises(httpx.RemoteProtocolError):
+                for chunk in cut.iter_raw():
+                    received += chunk
+    assert received == came
