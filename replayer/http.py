@@ -729,6 +729,8 @@ class HttpReplayer:
             # the upstream could not be reached, or failed before it answered: what the recorder's
             # proxy answered the recorded client (mitmproxy's 502), not a crash of the replay's
             return _error(502, "Bad Gateway: the recorded server did not answer this request")
+        if cursor.position == 0 and (wait := self.options.control.delay(log.head.gap) + log.head.hold):
+            await session.wait(wait)  # --timing: the head comes when the recorded one came (a slow server's)
         info = log.head.frame.info or {}
         headers = replayed_headers(info.get("headers") or ())
         if session.live_id != session.recorded_id:  # a recorded session served again, under its own id

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, MCPError
 
@@ -175,3 +176,24 @@ def test_a_stream_paused_by_a_delay_ends_at_once_with_its_session(ending: str) -
                 for _ in lines:
                     pass
             assert time.monotonic() - started < 3
+
+
+def test_recorded_timing_waits_for_a_slow_answer_s_head_too() -> None:
+    """A server that took 1 s to answer at all: under --timing recorded the answer's head (and
+    so the whole answer) comes 1 s after the request; only the gaps between events were waited."""
+    import time
+
+    from tapes.cassette.store import Cassette, load
+
+    recorded = load(CASSETTE)
+    channel = recorded.frames[0].channel  # the server/discover probe, answered with a JSON 400
+    slow = Cassette(recorded.header, [f._replace(t=f.t + 1.0) if f.channel == channel and not f.from_client else f
+                                      for f in recorded.frames])
+    probe = next(f for f in recorded.frames if f.channel == channel and f.kind is Kind.MESSAGE)
+    for timing, at_least, at_most in [("recorded", 0.9, 5.0), ("instant", 0.0, 0.5)]:
+        with replay_server(slow, options=ReplayOptions(control=ReplayControl.build(timing=timing))) as server:
+            started = time.monotonic()
+            answer = httpx.post(server.url, content=probe.payload, timeout=10,
+                                headers={"Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+            took = time.monotonic() - started
+        assert answer.status_code == 400 and at_least <= took <= at_most, (timing, took)
