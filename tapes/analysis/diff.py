@@ -14,6 +14,7 @@ neither, e.g. a different result value).
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
@@ -136,6 +137,7 @@ def diff_sessions(old: Session, new: Session, *, old_name: str = "old", new_name
     _compare_tools(old, new, noise, report)
     _compare_events(old, new, noise, report)
     _compare_wire(old, new, report)
+    _compare_exit(old, new, report)
     return report
 
 
@@ -349,6 +351,16 @@ def _compare_wire(old: Session, new: Session, report: DiffReport) -> None:
         before, after = old.wire[name], new.wire[name]
         if before != after:
             report.changes.append(Change("transport", "changed", name, CHANGED, (Delta(f"/{name}", before, after),)))
+
+
+def _compare_exit(old: Session, new: Session, report: DiffReport) -> None:
+    """How a stdio server ended: a crash (a signal it did not get from its client's side, a
+    non-zero code) where it ended cleanly is breaking."""
+    if old.exit is None or new.exit is None or old.exit == new.exit:
+        return
+    clean = ("code 0", *(f"signal {signum}" for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)))
+    severity = BREAKING if old.exit in clean and new.exit not in clean else CHANGED
+    report.changes.append(Change("session", "changed", "server exit", severity, (Delta("/exit", old.exit, new.exit),)))
 
 
 # --- rendering --------------------------------------------------------------------------------------

@@ -176,6 +176,7 @@ class Session:
     client_capabilities: Any = None
     tools: dict[str, dict[str, Any]] | None = None  # name -> tool, from the last tools/list results
     wire: dict[str, Any] = field(default_factory=dict)  # transport-level facts (framing, headers, ...)
+    exit: str | None = None  # how a stdio server's process ended ("code 0", "signal 11", "not recorded"); None over HTTP
     folds: list[str] = field(default_factory=list)  # era-specific forms set aside, once each
 
 
@@ -572,6 +573,7 @@ def wire_facts(cassette: Cassette) -> dict[str, Any]:
     facts: dict[str, Any] = {"transport": _transport_name(cassette),
                              "batches": any(isinstance(frame.message, list) for frame in frames)}
     if cassette.header.transport != "http":
+        facts["output that is not JSON-RPC"] = any(frame.kind is Kind.RAW and not frame.from_client for frame in frames)
         return facts
     heads = {frame.channel: frame.info or {} for frame in frames if frame.kind is Kind.HTTP_REQUEST}
     framing: set[str] = set()
@@ -611,4 +613,15 @@ def session(cassette: Cassette) -> Session:
     """The cassette as an era-neutral session."""
     built = _Builder(cassette).build(cassette.frames)
     built.wire = wire_facts(cassette)
+    built.exit = _exit(cassette)
     return built
+
+
+def _exit(cassette: Cassette) -> str | None:
+    """How the server's process ended, for a stdio recording."""
+    if cassette.header.transport != "stdio":
+        return None
+    ended = next((frame.info or {} for frame in reversed(cassette.frames) if frame.kind is Kind.EXIT), None)
+    if ended is None:
+        return "not recorded"
+    return f"signal {ended['signal']}" if ended.get("signal") is not None else f"code {ended.get('code')}"

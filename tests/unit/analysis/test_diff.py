@@ -442,3 +442,24 @@ def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:
     for text in (out.getvalue(), markdown(report)):
         assert "\x1b" not in text and "\x07" not in text
         assert "\\x1b]0;pwned\\x07\\x1b[2J" in text
+
+
+@pytest.mark.parametrize(("ending", "severity"), [({"code": None, "signal": 11}, BREAKING), ({"code": 3, "signal": None}, BREAKING),
+                                                  ({"code": None, "signal": 15}, "changed")])
+def test_how_the_server_exited_is_compared(ending: dict[str, Any], severity: str) -> None:
+    """A crash at the end of a session that went the same was "same behaviour"; a server stopped
+    by its client's side (SIGTERM) where it exited by itself is a change, not a break."""
+    old = tape("notes-stdio-2025-11-25")
+    new = replace(old, frames=[f._replace(info=ending) if f.kind is Kind.EXIT else f for f in old.frames])
+    [change] = diff_cassettes(old, new).changes
+    assert (change.subject, change.severity, change.deltas[0].old, change.deltas[0].new) == (
+        "server exit", severity, "code 0", f"signal {ending['signal']}" if ending["signal"] else f"code {ending['code']}")
+
+
+def test_output_that_is_not_json_rpc_is_a_transport_change() -> None:
+    old = tape("notes-stdio-2025-11-25")
+    last = old.frames[-1]
+    garbage = last._replace(seq=last.seq + 1, kind=Kind.RAW, message=None, data=b"GARBAGE NOT JSON", info=None)
+    new = replace(old, frames=[*old.frames, garbage])
+    [change] = diff_cassettes(old, new).changes
+    assert (change.section, change.subject, change.deltas[0].new) == ("transport", "output that is not JSON-RPC", True)
