@@ -23,8 +23,8 @@ from tapes.replay.polls import Polls
 
 
 class _Group(click.Group):
-    """Turns a UserError anywhere below, or an output the machine cannot write (a full disk, a
-    stdout that fails), into one line on stderr and exit code 2; a Ctrl-C where no command
+    """Turns a UserError anywhere below, a mistake in a command's arguments, or an output the
+    machine cannot write (a full disk, a stdout that fails), into one line on stderr and exit code 2; a Ctrl-C where no command
     handles it itself into exit 130, as a shell reports it (click would print "Aborted!", exit 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -34,6 +34,10 @@ class _Group(click.Group):
             ctx.exit(128 + signal.SIGINT)
         except _Signalled as stop:
             ctx.exit(128 + stop.signum)
+        except click.UsageError as error:  # a mistake on the command line: one line too (click prints usage)
+            command = f"tapes {error.ctx.info_name}" if error.ctx is not None and error.ctx.parent is not None else "tapes"
+            click.echo(f"{ERROR_PREFIX}{error.format_message()} ({command} --help lists what it takes)", err=True)
+            ctx.exit(2)
         except UserError as error:
             click.echo(f"{ERROR_PREFIX}{error}", err=True)
             ctx.exit(2)

@@ -236,3 +236,17 @@ def test_every_command_that_reads_a_truncated_cassette_says_so(command: list[str
     done = subprocess.run([*TAPES, *argv], capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
     assert f"tapes: warning: {cut}: the last frame is truncated at byte" in done.stderr, (done.returncode, done.stderr)
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["diff", "{folder}", "{folder}"], "Invalid value for 'OLD': File '{folder}' is a directory."),
+    (["lint", "--nope", "x.tape"], "No such option '--nope'"),
+    (["show"], "Missing argument 'CASSETTE'."),
+])
+def test_a_mistake_in_the_arguments_is_one_line(argv: list[str], said: str, tmp_path: Path) -> None:
+    """As every other mistake: not click's usage block."""
+    done = subprocess.run([*TAPES, *[part.format(folder=tmp_path) for part in argv]], capture_output=True, text=True,
+                          timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("tapes: error: ") and said.format(folder=tmp_path) in done.stderr
+    assert f"(tapes {argv[0]} --help lists what it takes)" in done.stderr
