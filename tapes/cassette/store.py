@@ -925,8 +925,12 @@ def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[t
                         f"{name}: the last line is truncated at byte {start}; the {records - 1} frames before it are kept"
                     )
                     return
-                problem = "nested too deeply" if isinstance(error, RecursionError) else error
-                raise CassetteError(f"{name}: byte {start} (line {number}) is not valid JSON ({problem})") from None
+                problem = ("nested too deeply" if isinstance(error, RecursionError)
+                           # the decoder's own line and column would count within this line, confusingly
+                           else f"{error.msg} at its character {error.pos + 1}" if isinstance(error, json.JSONDecodeError)
+                           else error)
+                what = f"frame {records} (byte {start}, line {number})" if records else f"byte {start} (line {number})"
+                raise CassetteError(f"{name}: {what} is not valid JSON ({problem})") from None
             if _may_nest_too_deeply(line) and deeper_than(record, MAX_NESTING):
                 raise CassetteError(f"{name}: byte {start} (line {number}) nests arrays and objects deeper than "
                                     f"{MAX_NESTING} levels, which no cassette holds")

@@ -360,13 +360,14 @@ def test_a_bad_v1_frame_is_one_sentence_naming_the_frame_and_byte(record: object
     _assert_one_sentence(message)
 
 
-def test_garbage_jsonl_line_names_byte_and_line(tmp_path: Path) -> None:
+def test_garbage_jsonl_line_names_frame_byte_and_line(tmp_path: Path) -> None:
     save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:2]), tmp_path / "a.jsonl", jsonl=True)
     lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
     content = lines[0] + lines[1] + b"{oops\n" + lines[2]
     with pytest.raises(CassetteError) as caught:
         loads(content, "a.jsonl")
-    assert str(caught.value).startswith(f"a.jsonl: byte {len(lines[0]) + len(lines[1])} (line 3) is not valid JSON")
+    assert str(caught.value) == (f"a.jsonl: frame 2 (byte {len(lines[0]) + len(lines[1])}, line 3) is not valid JSON "
+                                 "(Expecting property name enclosed in double quotes at its character 2)")
     _assert_one_sentence(str(caught.value))
 
 
