@@ -419,6 +419,14 @@ class ReplayEngine:
         self.index_all()
         if self._end:
             self._consume(self._end.popleft())
+        for interaction in self._interactions:  # a request the recorded client cancelled and the live one waited for
+            if interaction.matched and interaction.cancel_items and not interaction.withheld \
+                    and not any(key in self._consumed for key in interaction.cancel_items) \
+                    and not any(item.waiting == 0 and item.answers(interaction) for item in interaction.server_items):
+                interaction.withheld = True  # said once
+                self._miss(f"{interaction.request['method']} id {interaction.live_id!r}",
+                           f"the recorded client cancelled {interaction.describe()}, so the recording has no answer to "
+                           "it; this client did not cancel it, and got none")
         return self._stopped_by_its_client(self._release())
 
     def _stopped_by_its_client(self, actions: list[Action]) -> list[Action]:
@@ -486,7 +494,11 @@ class ReplayEngine:
             recorded = self._until(lambda: self._queue(self._answers, self._index.answers, item["id"]))
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
             if recorded:
-                self._learn_client_task(items(self._item_frames[recorded[0]].message)[recorded[0][1]], item)
+                recorded_answer = items(self._item_frames[recorded[0]].message)[recorded[0][1]]
+                self._learn_client_task(recorded_answer, item)
+                if (otherwise := _answered_otherwise(recorded_answer, item)) is not None:
+                    # played on (what the server did next came of the recorded answer), but a miss
+                    self._miss(f"response id {item['id']!r}", otherwise)
         elif item["method"] == TASK_STATUS:
             if not self._until(lambda: self._task_statuses):
                 return None, []  # sent on the client's clock: one more than recorded is no miss
@@ -966,6 +978,24 @@ class ReplayEngine:
             return Action(frame, server_item.payload, gap)
         message = out if isinstance(frame.message, list) else out[0]
         return Action(frame, checked_payload(frame, message), gap)
+
+
+def _answered_otherwise(recorded: dict[str, Any], live: dict[str, Any]) -> str | None:
+    """How the live client's answer to a server request differs from the recorded client's in what
+    the server goes on from: an error for a result (a declined sampling, a failed roots list), or
+    another elicitation action (decline for accept). Content (a model's text) may differ freely."""
+    recorded_kind, live_kind = classify(recorded), classify(live)
+    if recorded_kind is not live_kind:
+        said = {kind: "a result" if kind is MessageType.RESULT else "an error" for kind in (recorded_kind, live_kind)}
+        error = live.get("error") if live_kind is MessageType.ERROR else None
+        detail = f" ({error.get('code')}: {error.get('message')})" if isinstance(error, dict) else ""
+        return (f"the recorded client answered with {said[recorded_kind]}, this one with {said[live_kind]}{detail}: "
+                "what the recorded server did next came of the recorded answer")
+    before, after = recorded.get("result"), live.get("result")
+    if isinstance(before, dict) and isinstance(after, dict) and "action" in before and before["action"] != after.get("action"):
+        return (f"the recorded client's answer has action {before['action']!r}, this one's {after.get('action')!r}: "
+                "what the recorded server did next came of the recorded answer")
+    return None
 
 
 def _task_id(answer: dict[str, Any]) -> Any:

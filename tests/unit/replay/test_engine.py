@@ -96,6 +96,45 @@ def test_server_request_waits_for_the_clients_answer() -> None:
     assert engine.report.clean
 
 
+@pytest.mark.parametrize(("recorded_answer", "live_answer", "reason"), [
+    (res(0, {"role": "assistant", "content": {}}), {"jsonrpc": "2.0", "id": 0, "error": {"code": -1, "message": "User rejected"}},
+     "the recorded client answered with a result, this one with an error (-1: User rejected)"),
+    (res(0, {"action": "accept", "content": {"name": "x"}}), res(0, {"action": "decline"}),
+     "the recorded client's answer has action 'accept', this one's 'decline'"),
+])
+def test_a_client_that_answers_a_server_request_otherwise_is_a_miss(recorded_answer: dict, live_answer: dict, reason: str) -> None:
+    """What the recorded server did next came of the recorded answer: the replay plays it on, but
+    a client that declined where the recorded one accepted is not told it succeeded, silently."""
+    frames = recording(("c", req(1, "tools/call", {"name": "ask"})), ("s", req(0, "elicitation/create", {})),
+                       ("c", recorded_answer), ("s", res(1, "answered")))
+    engine = ReplayEngine(frames)
+    send(engine, req(5, "tools/call", {"name": "ask"}))
+    assert send(engine, live_answer) == [res(5, "answered")]
+    [miss] = engine.report.unmatched
+    assert miss.summary == "response id 0" and miss.reason.startswith(reason)
+
+
+def test_a_request_the_recorded_client_cancelled_and_the_live_one_waited_for_is_a_miss_at_the_end() -> None:
+    """The recording has no answer to give it (the real server would have answered, later): said
+    once the client ends, instead of a clean summary over a client left waiting."""
+    frames = recording(("c", req(3, "tools/call", {"name": "slow"})),
+                       ("c", note("notifications/cancelled", {"requestId": 3, "reason": "user"})))
+    engine = ReplayEngine(frames)
+    assert send(engine, req(8, "tools/call", {"name": "slow"})) == []
+    engine.end()
+    [miss] = engine.report.unmatched
+    assert miss.summary == "tools/call id 8" and "the recorded client cancelled tools/call #3" in miss.reason
+
+
+def test_a_cancel_recorded_after_the_answer_is_no_miss_when_the_live_client_does_not_send_it() -> None:
+    frames = recording(("c", req(3, "tools/call", {"name": "quick"})), ("s", res(3, "done")),
+                       ("c", note("notifications/cancelled", {"requestId": 3, "reason": "too late"})))
+    engine = ReplayEngine(frames)
+    assert send(engine, req(8, "tools/call", {"name": "quick"})) == [res(8, "done")]
+    engine.end()
+    assert engine.report.unmatched == []
+
+
 def test_response_recorded_after_a_cancel_is_held_until_the_live_cancel() -> None:
     frames = recording(
         ("c", req(3, "tools/call", {"name": "slow"}, token=3)),
