@@ -767,8 +767,11 @@ class ReplayEngine:
             return None
         self._requests[self._key(recorded.request)].remove(recorded)
         shown = _first_differences(self._matcher.differences(recorded.request, request))
+        if not self._on_live_path(recorded):  # the same request, POSTed elsewhere
+            path = self._index.post_paths.get(recorded.channel)
+            shown = "; ".join(filter(None, [f"its path: {path!r} → {self._live_path!r}", shown]))
         self._adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
-                             f"which differed at {shown}")
+                             f"which differed at {shown or 'nothing the matcher compares'}")
         return recorded
 
     def _next_unplayed(self) -> Interaction | None:

@@ -157,6 +157,22 @@ def test_a_posted_request_plays_one_recorded_on_its_path() -> None:
     assert engine.receive(payload, path="/wrong").channel == "http:1"
 
 
+def test_an_initialize_posted_elsewhere_is_answered_and_the_path_named() -> None:
+    """A live initialize to another path than the recorded one (the recorded client followed a
+    redirect) plays it, as any handshake; the note named no difference at all."""
+    r = Recording()
+    initialize = req(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}})
+    r.post(1, initialize, path="/mcp")
+    r.head(1, 200, sse=False)
+    r.add(S, 1, Kind.MESSAGE, res(1, {"protocolVersion": "2025-11-25"}))
+    r.end(1)
+    engine = ReplayEngine(r.frames)
+    got = engine.receive(encode(initialize), path="/old/mcp")
+    assert got.channel == "http:1"
+    assert engine.report.adapted == ["initialize id 1: answered as the recorded initialize #1 (frame 2), which differed at "
+                                     "its path: '/mcp' → '/old/mcp'"]
+
+
 def test_a_recorded_message_the_live_reader_refuses_is_matched_by_its_bytes() -> None:
     # a lenient recorder took these as messages; the replay's reader refuses them, as the same
     # bytes from the recording client: they play what the server said, not a made-up error
