@@ -44,18 +44,28 @@ class Delta:
         return cls(difference.path or "/", _present(difference.recorded), _present(difference.live))
 
     def describe(self) -> str:
-        return f"{self.path}: {_short(self.old)} → {_short(self.new)}"
+        old, new = _text(self.old), _text(self.new)
+        # both cut where they are still the same would read alike: show them from where they part
+        same = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+        start = max(0, same - _CONTEXT) if same > _LIMIT - _CONTEXT else 0
+        return f"{self.path}: {_short(old, start)} → {_short(new, start)}"
 
 
 def _present(value: Any) -> Any:
     return None if value is MISSING else value
 
 
-def _short(value: Any, limit: int = 70) -> str:
-    if value is None:
-        return "(absent)"
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_LIMIT = 70  # characters of a value shown
+_CONTEXT = 20  # ... of them before where two values part, when that is past the limit
+
+
+def _text(value: Any) -> str:
+    return "(absent)" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _short(text: str, start: int = 0) -> str:
+    shown = ("…" if start else "") + text[start:]
+    return shown if len(shown) <= _LIMIT else shown[: _LIMIT - 1] + "…"
 
 
 @dataclass(frozen=True)

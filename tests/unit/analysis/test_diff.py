@@ -463,3 +463,14 @@ def test_output_that_is_not_json_rpc_is_a_transport_change() -> None:
     new = replace(old, frames=[*old.frames, garbage])
     [change] = diff_cassettes(old, new).changes
     assert (change.section, change.subject, change.deltas[0].new) == ("transport", "output that is not JSON-RPC", True)
+
+
+def test_long_values_that_part_late_are_shown_from_where_they_part() -> None:
+    """Both cut at the same 70 characters, a removed tool read as no change at all."""
+    from tapes.analysis.diff import Delta
+
+    tools = [{"description": "Echo a message back to the caller, unchanged.", "name": "echo"}]
+    line = Delta("/result/tools", [*tools, {"name": "add"}], tools).describe()
+    old, new = line.removeprefix("/result/tools: ").split(" → ")
+    assert old != new and old.startswith("…") and '{"name": "add"}' in old
+    assert Delta("/x", "short", "other").describe() == '/x: "short" → "other"'
