@@ -113,8 +113,9 @@ def as_stream_message(channel: str, payload: bytes) -> Action:
 
 
 def sse_bytes(action: Action) -> bytes:
-    """The wire form of a released SSE_EVENT action, with its recorded id, event name and retry."""
-    return encode_event(recorded_event(action.payload.decode("utf-8", "replace"), action.frame.info or {}))
+    """The wire form of a released SSE_EVENT action, with its recorded id, event name and retry
+    (and its data's bytes as recorded, UTF-8 or not)."""
+    return encode_event(recorded_event(action.payload.decode("utf-8", "surrogateescape"), action.frame.info or {}))
 
 
 # --- fault injection ---------------------------------------------------------------------------

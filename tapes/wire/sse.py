@@ -165,9 +165,14 @@ def _value_bytes(line: bytes) -> bytes:
 
 
 def encode_event(event: SSEEvent) -> bytes:
-    """The wire form of an event: its `event_text` in UTF-8 (a lone surrogate, which a JSON Lines
-    cassette can hold in an id or event name and UTF-8 cannot, as "?")."""
-    return event_text(event).encode("utf-8", "replace")
+    """The wire form of an event: its `event_text` in UTF-8, the bytes a server sent that are no
+    UTF-8 (decoded with "surrogateescape") as they were; any other lone surrogate, which a JSON
+    Lines cassette can hold in an id or event name and UTF-8 cannot, as "?"."""
+    text = event_text(event)
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
 
 
 def event_text(event: SSEEvent) -> str:

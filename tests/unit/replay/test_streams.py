@@ -105,3 +105,12 @@ def test_an_event_recorded_without_data_is_replayed_without_a_data_line() -> Non
                                                 {"id": "1", "event": None, "retry": None}]  # as every cassette so far
     replayed = b"".join(sse_bytes(Action(frame, frame.payload)) for frame in frames)
     assert replayed == b"event: ping\n\nretry: 100\n\nid: 1\ndata:\n\n"
+
+
+def test_an_event_s_data_goes_out_in_the_bytes_recorded_utf_8_or_not() -> None:
+    """A server's bytes that are no UTF-8 went out as U+FFFD (three bytes each)."""
+    data = b'{"text":"caf\xe9 \xff\xfe ok"}'
+    frame = Frame(1, 0.0, Direction.SERVER_TO_CLIENT, "http:1", Kind.SSE_EVENT, None, data, {"id": "1-\udcff"})
+    assert sse_bytes(Action(frame, data)) == b"id: 1-\xff\ndata: " + data + b"\n\n"
+    lone = frame._replace(info={"id": "1-\ud800"})  # a JSON Lines cassette can hold one; UTF-8 cannot
+    assert sse_bytes(Action(lone, data)) == b"id: 1-?\ndata: " + b'{"text":"caf? ?? ok"}' + b"\n\n"
