@@ -166,11 +166,15 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame], replaced:
     another way: the episode replaces them, so they are dropped (kept, they would be reported
     unused on every later run, and reuse the episode's request ids). Unplayed frames of other
     sessions stay, after the episode. The recorded session's end (the client's end of input and
-    what followed) stays last; the episode's own ending is left out. Frames are renumbered and the
+    what followed, less the messages it did not play) stays last; the episode's own ending is left
+    out, but not the real server's answers that came after it. Frames are renumbered and the
     episode's times moved to follow the played ones."""
     frames = cassette.frames
     end = _client_end(frames)
-    episode = episode[: _client_end(episode)]
+    # the real server's answers that came after its client's end (a client that wrote everything,
+    # closed its input, then read) are the episode's too; its ending is not
+    episode_end = _client_end(episode)
+    episode = [*episode[:episode_end], *(f for f in episode[episode_end:] if not f.from_client and f.kind is Kind.MESSAGE)]
     if not episode:
         return cassette
     # an HTTP request head is not matched itself (its body is): it was played if its exchange was
@@ -180,7 +184,11 @@ def splice(cassette: Cassette, played: set[int], episode: list[Frame], replaced:
     before = [frame for frame, is_played in zip(frames, was_played) if is_played]
     kept = [frame for frame, is_played in zip(frames, was_played)
             if not is_played and replaced is not None and frame.seq not in replaced]
-    after = kept + frames[end:]
+    # what the recorded server said after its client's end that this run did not play answered
+    # what the episode replaced: it goes with it (a client got the recorded answer after the new one)
+    ending = [frame for frame in frames[end:] if frame.seq in played or frame.kind is not Kind.MESSAGE
+              or (replaced is not None and frame.seq not in replaced)]
+    after = kept + ending
     shift = (before[-1].t if before else 0.0) - episode[0].t
     duration = episode[-1].t - episode[0].t
     moved = [

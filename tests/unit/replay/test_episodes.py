@@ -44,6 +44,24 @@ def frame(seq: int, t: float, client: bool, kind: Kind = Kind.MESSAGE, message: 
     return Frame(seq, t, direction, STDIO, kind, message, info={"reason": "eof"} if kind is Kind.STREAM_END else None)
 
 
+def test_splice_of_a_client_that_closed_its_input_before_reading() -> None:
+    """It wrote everything and closed stdin, then read: the recorded answer to the replaced
+    request came after its end, and stayed (a later run got two answers to one id); the real
+    server's answer came after the episode's end, and was left out."""
+    old = Cassette(Header("stdio", {}), [
+        frame(1, 0.0, True, message={"id": 1}), frame(2, 0.1, True, message={"id": 2}),
+        frame(3, 0.2, True, Kind.STREAM_END),
+        frame(4, 0.3, False, message={"id": 1}),  # played
+        frame(5, 0.4, False, message={"id": 2}),  # the answer to the request the episode replaced
+        frame(6, 0.5, False, Kind.EXIT),
+    ])
+    episode = [frame(1, 10.0, True, message={"id": 2, "new": True}), frame(2, 10.1, True, Kind.STREAM_END),
+               frame(3, 10.2, False, message={"id": 2, "new": True}), frame(4, 10.3, False, Kind.EXIT)]
+    spliced = splice(old, {1, 4}, episode).frames
+    assert [(f.message or {}).get("id", f.kind.value) for f in spliced] == [1, 2, 2, "stream_end", 1, "exit"]
+    assert all(f.message.get("new") for f in spliced[1:3])
+
+
 def test_splice_puts_the_episode_after_what_was_played_in_place_of_the_rest() -> None:
     old = Cassette(Header("stdio", {}), [
         frame(1, 0.0, True, message={"id": 1}), frame(2, 0.1, False, message={"id": 1}),  # played
