@@ -92,6 +92,11 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
                     process.stdin.flush()
             if outgoing:
                 clock.restart()
+            if script.pause:  # a poll, paced as recorded
+                time.sleep(script.pause)
+                script.waited()
+                outgoing = script.ready()
+                continue
             if script.finished or not server_open:
                 break
             if not clock.left():
@@ -238,6 +243,11 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
                 threading.Thread(target=_exchange, args=(client, url(request.path), request, reports), daemon=True).start()
             if outgoing:
                 clock.restart()
+            if script.pause:  # a poll, paced as recorded
+                time.sleep(script.pause)
+                script.waited()
+                outgoing = script.ready()
+                continue
             if script.finished:
                 break
             if not clock.left():

@@ -24,12 +24,17 @@ from typing import Any
 
 from tapes.cassette.frames import Frame, Kind
 from tapes.replay.index import checked_payload
+from tapes.replay.polls import is_poll
 from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import MessageType, classify, decode, id_member, items, meta_of, params_of, wire_form
 from tapes.wire.text import is_digits, printable
 
 ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
+
+
+MAX_PAUSE = 5.0
+"""Longest recorded pause a poll waits for (a client that polled once a minute is not followed)."""
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,21 @@ class _Line:
     raw: bytes | None
     waits_for: frozenset[ServerKey]
     exchange: int | None = None  # over HTTP: the recorded exchange (channel http:N) this request opens
+    pause: float = 0.0  # a poll's: the recorded seconds since the client's line before it (its pace)
 
 
 def _request_state(members: Any) -> str | None:
     """The 2026-07-28 `requestState` of a result or a retry's params, if it has one (a string)."""
     state = members.get("requestState") if isinstance(members, dict) else None
     return state if isinstance(state, str) else None
+
+
+def _created_task(item: dict[str, Any]) -> str | None:
+    """The id of the task a server's answer created (a CreateTaskResult), if it created one."""
+    result = item.get("result")
+    task = result.get("task") if isinstance(result, dict) else None
+    task_id = task.get("taskId") if isinstance(task, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 class _Keys:
@@ -84,7 +98,12 @@ class ClientScript:
         self._states: dict[Any, Any] = {}  # recorded requestState -> the response id that issued it
         self._live_states: dict[Any, Any] = {}  # recorded requestState -> live requestState
         self._state_of_response: dict[Any, Any] = {}  # response id -> recorded requestState it issued
+        self._task_of_response: dict[Any, str] = {}  # response id -> the task it created (a CreateTaskResult)
+        self._live_tasks: dict[str, str] = {}  # recorded task id -> the live server's
         self._live = _Keys()
+        self._previous_t: float | None = None  # the time of the client's last line, as the script is built
+        self.pause = 0.0  # seconds the adapter waits before the next line goes out (`waited` then)
+        self._paused = False
         self._build(frames)
 
     def _build(self, frames: Sequence[Frame]) -> None:
@@ -113,6 +132,8 @@ class ClientScript:
                 if state is not None:
                     self._states[state] = item["id"]
                     self._state_of_response[item["id"]] = state
+                if (task := _created_task(item)) is not None:
+                    self._task_of_response[item["id"]] = task
 
     def _server_frame(self, frame: Frame, keys: _Keys, awaited: set[ServerKey], token_owner: dict[Any, Any],
                       cancelled: set[Any]) -> None:
@@ -136,6 +157,10 @@ class ClientScript:
         if frame.kind is not Kind.MESSAGE:
             return None
         checked_payload(frame)  # refused now, in one sentence, if it has no JSON form to send
+        # a poll goes at the recorded pace: sent at once, it reads a state the server had not reached then
+        pause = frame.t - self._previous_t if self._previous_t is not None and any(
+            is_poll(str(item.get("method"))) for item in items(frame.message)) else 0.0
+        self._previous_t = frame.t
         for item in items(frame.message):
             kind = classify(item)
             if kind is MessageType.REQUEST:
@@ -148,7 +173,7 @@ class ClientScript:
                 waits_for.add(self._recorded_server_requests[item["id"]])
             elif item.get("method") == "notifications/cancelled":
                 cancelled.add(id_member(params_of(item), "requestId"))
-        return _Line(frame.seq, frame.message, frame.data, frozenset(waits_for))
+        return _Line(frame.seq, frame.message, frame.data, frozenset(waits_for), pause=min(max(pause, 0.0), MAX_PAUSE))
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -162,12 +187,22 @@ class ClientScript:
         return sorted(self._lines[self._next].waits_for - self._received, key=repr) if not self.finished else []
 
     def ready(self) -> list[Outgoing]:
-        """The next client payloads whose turn has come, in recorded order (None, the end, last)."""
+        """The next client payloads whose turn has come, in recorded order (None, the end, last);
+        before a poll whose pause is not waited yet, none: `pause` says how long to wait."""
         out = []
         while not self.finished and self._lines[self._next].waits_for <= self._received:
-            out.append(self._payload(self._lines[self._next]))
+            line = self._lines[self._next]
+            if line.pause and not self._paused:
+                self.pause = line.pause
+                break
+            self._paused = False
+            out.append(self._payload(line))
             self._next += 1
         return out
+
+    def waited(self) -> None:
+        """The adapter waited `pause`: the poll may go."""
+        self.pause, self._paused = 0.0, True
 
     def force(self) -> list[Outgoing]:
         """Give up waiting: the next line goes out now, and any that follow it and are ready."""
@@ -191,6 +226,8 @@ class ClientScript:
                 self._live_ids[key] = item["id"]
             elif key[1] in self._state_of_response and isinstance(item.get("result"), dict):
                 self._live_states[self._state_of_response[key[1]]] = item["result"].get("requestState")
+            if key[0] == "response" and key[1] in self._task_of_response and (task := _created_task(item)) is not None:
+                self._live_tasks[self._task_of_response[key[1]]] = task  # the live server names its tasks afresh
 
     def _payload(self, line: _Line) -> Outgoing:
         return line.raw if line.message is None else self._sent(line)
@@ -214,6 +251,9 @@ class ClientScript:
             state = _request_state(item.get("params"))
             if self._live_states.get(state) is not None:
                 return {**item, "params": {**item["params"], "requestState": self._live_states[state]}}
+            task = params_of(item).get("taskId")
+            if isinstance(task, str) and task in self._live_tasks:  # tasks/get, tasks/result, tasks/cancel
+                return {**item, "params": {**item["params"], "taskId": self._live_tasks[task]}}
         return item
 
 
@@ -292,7 +332,8 @@ class HttpClientScript(ClientScript):
                 head = self._lines[index]
                 raw = body.raw if body else checked_payload(frame)
                 self._lines[index] = _Line(head.seq, frame.message if body else None, raw,
-                                           head.waits_for | (body.waits_for if body else frozenset()), exchange)
+                                           head.waits_for | (body.waits_for if body else frozenset()), exchange,
+                                           body.pause if body else 0.0)
             elif frame.kind is Kind.HTTP_RESPONSE:
                 awaited.add(("head", exchange))
                 session = header((frame.info or {}).get("headers", ()), "mcp-session-id")

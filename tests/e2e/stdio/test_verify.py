@@ -37,6 +37,15 @@ def test_verify_the_notes_server_in_both_eras(era: str) -> None:
     assert "same behaviour (11 interactions matched)" in run.stdout
 
 
+def test_verify_a_task_polled_to_its_end_against_the_server_that_ran_it(everything_stdio: list[str]) -> None:
+    """The live server names its task afresh (its tasks/get and tasks/result went out with the
+    recorded id, which it did not know), and a poll goes at the recorded pace (sent at once, the
+    last read a task still working): both read as drift of an unchanged server."""
+    run = run_tapes("verify", "cassettes/everything-tasks-stdio-2025-11-25.tape", "--", *everything_stdio)
+    assert run.returncode == 0, run.stdout
+    assert "same behaviour (4 interactions matched)" in run.stdout
+
+
 CHANGED_SERVER = """
 import sys
 sys.path.insert(0, {servers!r})
