@@ -127,8 +127,11 @@ def _query(url: str) -> str:
 def _body(frame: Frame) -> bytes:
     if frame.kind is not Kind.SSE_EVENT:
         return frame.shown_payload
-    event = recorded_event(frame.shown_payload.decode("utf-8", "replace"), frame.info or {})
-    return event_text(event).encode("utf-8", "backslashreplace")  # a lone surrogate (JSON Lines) as its escape
+    text = event_text(recorded_event(frame.shown_payload.decode("utf-8", "surrogateescape"), frame.info or {}))
+    try:
+        return text.encode("utf-8", "surrogateescape")  # the data's bytes as the server sent them, UTF-8 or not
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace")  # a lone surrogate (JSON Lines) as its escape
 
 
 def _content_text(body: bytes) -> dict[str, str]:

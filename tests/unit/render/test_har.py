@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 
@@ -67,3 +68,16 @@ def test_a_response_body_that_is_not_utf8_is_base64_as_har_allows() -> None:
               Frame(3, 0.1, Direction.SERVER_TO_CLIENT, "http:1", Kind.RAW, data=b"\xff\xfe\x00\x80")]
     content = to_har(Cassette(HEADER, frames), "a.tape")["log"]["entries"][0]["response"]["content"]
     assert (content["text"], content["encoding"], content["size"]) == ("//4AgA==", "base64", 4)
+
+
+def test_an_event_stream_with_bytes_that_are_not_utf8_is_base64_as_sent() -> None:
+    """Its events were re-encoded with U+FFFD in place of the bytes, sized and typed as text."""
+    data = b'{"text":"caf\xe9"}'
+    frames = [request_head(),
+              Frame(2, 0.1, Direction.SERVER_TO_CLIENT, "http:1", Kind.HTTP_RESPONSE,
+                    info={"status": 200, "headers": [["content-type", "text/event-stream"]]}),
+              Frame(3, 0.1, Direction.SERVER_TO_CLIENT, "http:1", Kind.SSE_EVENT, data=data, info={"id": "1"})]
+    content = to_har(Cassette(HEADER, frames), "a.tape")["log"]["entries"][0]["response"]["content"]
+    sent = b"id: 1\ndata: " + data + b"\n\n"
+    assert (content["encoding"], content["size"]) == ("base64", len(sent))
+    assert base64.b64decode(content["text"]) == sent
