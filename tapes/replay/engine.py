@@ -689,22 +689,26 @@ class ReplayEngine:
         return self._handshakes
 
     def _recorded_handshake_result(self) -> tuple[Interaction, dict[str, Any]] | None:
-        """The first recorded initialize or server/discover request with a result, and that result."""
+        """The first recorded initialize with a result, and that result; else the first
+        server/discover's (a server of an initialize era may answer the probe with anything, `{}`
+        included: its initialize result is what it declared)."""
+        answered = []
         for interaction in self._recorded_handshakes():
             for server_item in interaction.server_items:
                 for item in items(server_item.frame.message) if server_item.frame.message is not None else ():
                     result = item.get("result")
                     if item.get("id") == interaction.recorded_id and type(result) is dict:
-                        return interaction, result
-        return None
+                        answered.append((interaction, result))
+        return next((found for found in answered if found[0].request["method"] == HANDSHAKE_METHOD),
+                    next(iter(answered), None))
 
     def _recorded_capabilities(self) -> dict[str, Any] | None:
         """The capabilities the recorded server declared (in its initialize or server/discover
-        result), or None when the recording holds no such result."""
+        result), or None when the recording holds no such result, or one that declares none."""
         if (answered := self._recorded_handshake_result()) is None:
             return None
         capabilities = answered[1].get("capabilities")
-        return capabilities if type(capabilities) is dict else {}
+        return capabilities if type(capabilities) is dict else None
 
     def _initialize_answered_from_discover(self, request: dict[str, Any]) -> Reply | None:
         """An initialize to a recording of the stateless era (server/discover, no initialize): the

@@ -297,3 +297,21 @@ def test_an_initialized_notification_before_any_handshake_or_under_exact_matchin
     for engine in (before, exact):
         assert [miss.summary for miss in engine.report.unmatched] == ["notifications/initialized"]
         assert engine.report.adapted == []
+
+
+def test_what_the_server_declared_is_read_from_its_initialize_not_its_answer_to_a_probe() -> None:
+    """A server of an initialize era that answers the server/discover probe with `{}` (the
+    bundled weather server does) declared its tools in its initialize result: a tool call the
+    recording lacks is a miss naming the nearest, not "Method not found" and no miss at all."""
+    session = recording(
+        ("c", req(0, "server/discover")), ("s", res(0, {})),
+        ("c", initialize(1, "2025-06-18", {})), ("s", res(1, RECORDED_RESULT)),
+        ("c", note("notifications/initialized")),
+        ("c", req(2, "tools/call", {"name": "get_forecast", "arguments": {"city": "Paris"}})), ("s", res(2, {"content": []})),
+    )
+    engine = ReplayEngine(session)
+    send(engine, req(0, "server/discover"))
+    send(engine, initialize(1, "2025-06-18", {}))
+    [error] = send(engine, req(2, "tools/call", {"name": "get_forecast", "arguments": {"city": "Lima"}}))
+    assert error["error"]["code"] == NO_MATCH and "nearest recorded is tools/call #2" in error["error"]["message"]
+    assert len(engine.report.unmatched) == 1
