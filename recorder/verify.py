@@ -31,6 +31,8 @@ from tapes.cassette.redact import RedactionRules
 from tapes.cassette.scrub import hooks_named
 from tapes.cassette.store import Cassette, load
 from tapes.errors import ERROR_PREFIX, UserError
+from tapes.replay.http_rules import check_sendable
+from tapes.replay.index import check_replayable
 from tapes.wire.http import upstream_url
 from tapes.wire.jsonrpc import LineSplitter
 from tapes.wire.sse import SSEParser, is_event_stream
@@ -65,6 +67,7 @@ def _read_lines(stream: object, lines: queue.Queue[bytes | None]) -> None:
 def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
                  step_timeout: float = STEP_TIMEOUT, exit_timeout: float = EXIT_TIMEOUT) -> Cassette:
     """Play `recording`'s client side against `command`, recorded into `output`; the new cassette."""
+    check_replayable(recording.frames)  # refused as a replay refuses it, before a server is started
     script = ClientScript(recording.frames)
     output.unlink(missing_ok=True)  # none after the session: the recorder refused, and says why on its stderr
     recorder_errors = tempfile.TemporaryFile()  # its stderr (the server's passes through it): a file never fills up
@@ -205,6 +208,8 @@ def _exchange(client: httpx.Client, url: str, request: HttpRequest, reports: que
 def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeout: float = STEP_TIMEOUT) -> Cassette:
     """Play `recording`'s client side (Streamable HTTP, or legacy HTTP+SSE) against the server at
     `upstream`, through `tapes record --upstream`, recorded into `output`; the new cassette."""
+    check_replayable(recording.frames)  # refused as a replay refuses it
+    check_sendable(recording.frames)
     _check_reachable(upstream)
     script = HttpClientScript(recording.frames)
     recorded_prefix = urlsplit((recording.header.server or {}).get("url", "")).path.rstrip("/")

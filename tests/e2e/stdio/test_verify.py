@@ -205,3 +205,16 @@ def test_a_sigterm_stops_the_recorder_and_the_server_it_started(tmp_path: Path) 
         time.sleep(0.1)
     assert left == b""
     assert not list(tmp_path.glob("tapes-verify-*"))
+
+
+def test_a_cassette_no_server_could_have_sent_is_refused_before_a_server_starts(tmp_path: Path) -> None:
+    """As a replay refuses it: one sentence naming the frame, exit 2 (it read as the same behaviour)."""
+    lines = (ROOT / "cassettes" / "example" / "weather.jsonl").read_text().splitlines()
+    third = json.loads(lines[3])
+    lines[3] = json.dumps({**third, "seq": third["seq"] - 1})  # two frames with one seq
+    cassette = tmp_path / "twice.jsonl"
+    cassette.write_text("\n".join(lines) + "\n")
+    started = tmp_path / "started"
+    run = run_tapes("verify", str(cassette), "--", "sh", "-c", f"touch {started}; cat")
+    assert run.returncode == 2 and "comes twice" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+    assert not started.exists()
