@@ -80,12 +80,18 @@ def _load(path: str) -> Any:
     """The whole cassette at `path` (`load`), with what its loading warns of (a truncated last
     frame, whose frames before it are kept) said on stderr: the command goes on with them."""
     from tapes.cassette.store import load
-    from tapes.wire.text import printable
 
     cassette = load(path)
-    for warning in cassette.warnings:
-        click.echo(f"tapes: warning: {printable(warning)}", err=True)
+    _warn(cassette.warnings)
     return cassette
+
+
+def _warn(warnings: list[str]) -> None:
+    """What loading a cassette warned of, on stderr."""
+    from tapes.wire.text import printable
+
+    for warning in warnings:
+        click.echo(f"tapes: warning: {printable(warning)}", err=True)
 
 
 @contextmanager
@@ -800,6 +806,7 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
         side = Side.of_stream(frames, cassette, title)
         if output == "-":
             write_page(sys.stdout.buffer, title, [side])
+            _warn(frames.warnings)
             return
         target = Path(output or Path(cassette).with_suffix(".html").name)
         _refuse_the_cassette_itself(target, cassette, f"-o {target}", "the page needs a file of its own")
@@ -812,6 +819,7 @@ def view(cassette: str, output: str | None, open_browser: bool) -> None:
             replacing(target, write)
         except OSError as error:
             raise UserError(f"{target}: cannot be written ({error.strerror})") from None
+    _warn(frames.warnings)  # known once the whole cassette is read (the page shows them too)
     click.echo(f"tapes view: wrote {target}", err=True)
     if open_browser:
         webbrowser.open(target.resolve().as_uri())

@@ -224,7 +224,8 @@ def test_a_ctrl_c_while_the_cli_loads_exits_130_without_a_traceback() -> None:
 
 @pytest.mark.parametrize("command", [["diff", "{full}", "{cut}"], ["lint", "{cut}"], ["lint", "--security", "{cut}"],
                                      ["export", "{cut}", "-o", "-"], ["redact", "{cut}", "-o", "-"],
-                                     ["replay", "{cut}", "--dry-run", "--fault", "tools/call:hang"]])
+                                     ["replay", "{cut}", "--dry-run", "--fault", "tools/call:hang"],
+                                     ["view", "{cut}", "-o", "-"]])
 def test_every_command_that_reads_a_truncated_cassette_says_so(command: list[str], tmp_path: Path) -> None:
     """A cassette cut short (a killed recorder, a copy that stopped) loads with the frames before
     its last, and every command says on stderr that the rest is missing: a diff that reads it as
