@@ -256,15 +256,22 @@ def record(
     if no_redact and (redact_headers or redact_paths):
         raise UserError("--no-redact cannot be combined with --redact-header or --redact-path")
     rules = _redaction_rules(config, redact_headers, redact_paths, no_redact)
+    where = "stdout" if output == "-" else output
+    if no_redact and not command:
+        click.secho(f"tapes: WARNING: --no-redact: secrets (Authorization, cookies, API keys) will be written to {where} "
+                    "as sent", err=True, fg="red", bold=True)
+    elif no_redact and config.redact_paths:  # stdio redacts only the configured paths: said too
+        click.secho(f"tapes: WARNING: --no-redact: the [tool.tapes] redact-paths ({', '.join(config.redact_paths)}) "
+                    f"are not applied: their values will be written to {where} as sent", err=True, fg="red", bold=True)
+    elif no_redact:
+        click.echo("tapes: --no-redact changes nothing here: a stdio recording redacts only the JSON paths it is "
+                   "given, and none are", err=True)
     if command:
         sys.exit(record_stdio(list(command), output, before_record=hook, rules=rules))
 
     from recorder.http import record_http
 
     address = _listen_address(listen)
-    if no_redact:
-        click.secho("tapes: WARNING: --no-redact: secrets (Authorization, cookies, API keys) will be written to "
-                    f"{'stdout' if output == '-' else output} as sent", err=True, fg="red", bold=True)
     sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir,
                          upstream_ca=upstream_ca, before_record=hook))
 

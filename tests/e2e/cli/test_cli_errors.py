@@ -251,3 +251,17 @@ def test_a_mistake_in_the_arguments_is_one_line(argv: list[str], said: str, tmp_
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("tapes: error: ") and said.format(folder=tmp_path) in done.stderr
     assert f"(tapes {argv[0]} --help lists what it takes)" in done.stderr
+
+
+@pytest.mark.parametrize(("configured", "said"), [
+    ('redact-paths = ["params.arguments.city"]',
+     "tapes: WARNING: --no-redact: the [tool.tapes] redact-paths (params.arguments.city) are not applied"),
+    ("", "tapes: --no-redact changes nothing here"),
+])
+def test_no_redact_on_stdio_says_what_it_does(configured: str, said: str, tmp_path: Path) -> None:
+    """On stdio it drops the configured redact-paths, silently before; without any, it does nothing."""
+    (tmp_path / "pyproject.toml").write_text(f"[tool.tapes]\n{configured}\n")
+    done = subprocess.run([*TAPES, "record", "-o", "out.jsonl", "--no-redact", "--", "python",
+                           str(CASSETTES / "example" / "weather_server.py")], cwd=tmp_path, capture_output=True, text=True,
+                          input="", timeout=TIMEOUT)
+    assert done.returncode == 0 and said in done.stderr, done.stderr
