@@ -393,6 +393,8 @@ def replay(
         from tapes.wire.http import upstream_url
 
         upstream_url(upstream)  # said now, not when the session is handed over
+    if record_mode is None and (server_command or upstream):  # [tool.tapes] record-mode, where the real server is named
+        record_mode = config.record_mode
     new_episodes = new_episodes or record_mode == "new_episodes"
     if (redact_headers or redact_paths) and not (record_mode or new_episodes):  # `none`: the same command line
         raise UserError("--redact-header and --redact-path apply to what is recorded: add --record-mode or "

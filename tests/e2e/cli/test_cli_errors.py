@@ -265,3 +265,17 @@ def test_no_redact_on_stdio_says_what_it_does(configured: str, said: str, tmp_pa
                            str(CASSETTES / "example" / "weather_server.py")], cwd=tmp_path, capture_output=True, text=True,
                           input="", timeout=TIMEOUT)
     assert done.returncode == 0 and said in done.stderr, done.stderr
+
+
+def test_the_configured_record_mode_applies_where_the_command_names_the_real_server(tmp_path: Path) -> None:
+    """[tool.tapes] record-mode sets the CLI's default too: `tapes replay FILE -- SERVER` records a
+    missing cassette under `once` (it said --new-episodes needs the real server). A replay that
+    names no server replays, as the plugin's setting is meant for its tests."""
+    (tmp_path / "pyproject.toml").write_text('[tool.tapes]\nrecord-mode = "once"\n')
+    client = (CASSETTES / "example" / "client.jsonl").read_bytes()
+    server = ["python", str(CASSETTES / "example" / "weather_server.py")]
+    recorded = subprocess.run([*TAPES, "replay", "new.tape", "--", *server], cwd=tmp_path, input=client,
+                              capture_output=True, timeout=TIMEOUT)
+    assert recorded.returncode == 0 and (tmp_path / "new.tape").exists(), recorded.stderr
+    replayed = subprocess.run([*TAPES, "replay", "new.tape"], cwd=tmp_path, input=client, capture_output=True, timeout=TIMEOUT)
+    assert replayed.returncode == 0 and replayed.stdout == recorded.stdout, replayed.stderr
