@@ -774,8 +774,9 @@ class ReplayEngine:
         if not self._on_live_path(recorded):  # the same request, POSTed elsewhere
             path = self._index.post_paths.get(recorded.channel)
             shown = "; ".join(filter(None, [f"its path: {path!r} → {self._live_path!r}", shown]))
-        self._adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
-                             f"which differed at {shown or 'nothing the matcher compares'}")
+        if recorded not in self._index.cut_off:  # else it gets an error, not that answer (`_cut_short`)
+            self._adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
+                                 f"which differed at {shown or 'nothing the matcher compares'}")
         return recorded
 
     def _next_unplayed(self) -> Interaction | None:
