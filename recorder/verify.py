@@ -56,6 +56,20 @@ class _StepClock:
         return max(0.0, self._deadline - time.monotonic())
 
 
+def _without_waiting(script: ClientScript, clock: _StepClock, sent: list[Any]) -> list[Any] | None:
+    """After `sent` went out: what goes next without waiting for the server (a poll once its
+    recorded pause is waited, or the next line once the step timed out), or None to wait for it."""
+    if sent:
+        clock.restart()
+    if script.pause:  # a poll, paced as recorded
+        time.sleep(script.pause)
+        script.waited()
+        return script.ready()
+    if not script.finished and not clock.left():
+        return script.force()  # what it waited for did not come: the diff will say so
+    return None
+
+
 def _read_lines(stream: object, lines: queue.Queue[bytes | None]) -> None:
     splitter = LineSplitter()
     while chunk := stream.read1(65536):  # type: ignore[attr-defined]
@@ -93,18 +107,11 @@ def verify_stdio(recording: Cassette, command: list[str], output: Path, *,
                 else:
                     process.stdin.write(payload + b"\n")
                     process.stdin.flush()
-            if outgoing:
-                clock.restart()
-            if script.pause:  # a poll, paced as recorded
-                time.sleep(script.pause)
-                script.waited()
-                outgoing = script.ready()
+            if (following := _without_waiting(script, clock, outgoing)) is not None:
+                outgoing = following
                 continue
             if script.finished or not server_open:
                 break
-            if not clock.left():
-                outgoing = script.force()  # what it waited for did not come: the diff will say so
-                continue
             try:
                 line = lines.get(timeout=clock.left())
             except queue.Empty:
@@ -246,18 +253,11 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
                 if index:
                     time.sleep(0.02)  # requests ready together still reach the recorder in recorded order
                 threading.Thread(target=_exchange, args=(client, url(request.path), request, reports), daemon=True).start()
-            if outgoing:
-                clock.restart()
-            if script.pause:  # a poll, paced as recorded
-                time.sleep(script.pause)
-                script.waited()
-                outgoing = script.ready()
+            if (following := _without_waiting(script, clock, outgoing)) is not None:
+                outgoing = following
                 continue
             if script.finished:
                 break
-            if not clock.left():
-                outgoing = script.force()  # what it waited for did not come: the diff will say so
-                continue
             try:
                 handle(reports.get(timeout=clock.left()))
             except queue.Empty:
