@@ -134,7 +134,7 @@ class ReplayEngine:
         self._client_tasks: dict[Any, Any] = {}  # recorded task id -> the live one
         # A recorded input_required result asked of a client that opened with initialize: its
         # input requests go out one at a time as requests of the server's (see `_asked_of_client`).
-        self._input_asked: dict[str, tuple[_InputRound, str]] = {}  # our request id -> its round, its input key
+        self._input_asked: dict[str, _InputRound] = {}  # our request id -> its round
         self._input_requests_sent = 0
 
     def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
@@ -900,10 +900,10 @@ class ReplayEngine:
         return self._ask(_InputRound(owner, frame, asked, result.get("requestState")))
 
     def _ask(self, input_round: _InputRound) -> dict[str, Any]:
-        key, request = input_round.asked.pop(0)
+        _, request = input_round.asked.pop(0)
         self._input_requests_sent += 1
         request_id = f"mcp-tapes-input-{self._input_requests_sent}"
-        self._input_asked[request_id] = (input_round, key)
+        self._input_asked[request_id] = input_round
         asking = {"jsonrpc": "2.0", "id": request_id, "method": request.get("method")}
         if "params" in request:
             asking["params"] = request["params"]
@@ -913,7 +913,7 @@ class ReplayEngine:
         """The live client answered an input request: the next one is asked, or, all answered,
         the recorded retry that carried the recorded client's answers is played for the request
         that got input_required, under its live id."""
-        input_round, key = self._input_asked.pop(answer["id"])
+        input_round = self._input_asked.pop(answer["id"])
         owner = input_round.owner
         if input_round.asked:
             asking = self._ask(input_round)

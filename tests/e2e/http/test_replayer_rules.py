@@ -278,8 +278,10 @@ def test_a_request_the_recorded_server_never_answered(reason: str) -> None:
               for f in recorded.frames if f.channel != channel or f.from_client or f.kind is Kind.STREAM_END]
     initialize = next(f for f in recorded.frames if f.from_client and f.kind is Kind.MESSAGE)
     with replay_server(Cassette(recorded.header, frames)) as replay:
-        send = lambda: httpx.post(replay.url, content=initialize.payload, timeout=1.5,  # noqa: E731
-                                  headers={**ACCEPT, "Content-Type": "application/json"})
+        def send() -> httpx.Response:
+            return httpx.post(replay.url, content=initialize.payload, timeout=1.5,
+                              headers={**ACCEPT, "Content-Type": "application/json"})
+
         if reason == "upstream_error":
             answer = send()
             assert answer.status_code == 502 and "did not answer" in answer.json()["error"]["message"]
@@ -301,10 +303,10 @@ def test_an_answer_the_upstream_cut_short_is_cut_where_it_was() -> None:
               else f for f in recorded.frames]
     probe = next(f for f in recorded.frames if f.channel == channel and f.kind is Kind.MESSAGE)
     received = b""
-    with replay_server(Cassette(recorded.header, frames)) as replay, httpx.Client() as client:
-        with client.stream("POST", replay.url, content=probe.payload, headers={**ACCEPT, "Content-Type": "application/json"}) as cut:
-            assert cut.status_code == 400 and cut.headers.get("content-length") == header(head.info["headers"], "content-length")
-            with pytest.raises(httpx.RemoteProtocolError):
-                for chunk in cut.iter_raw():
-                    received += chunk
+    with (replay_server(Cassette(recorded.header, frames)) as replay, httpx.Client() as client,
+          client.stream("POST", replay.url, content=probe.payload, headers={**ACCEPT, "Content-Type": "application/json"}) as cut):
+        assert cut.status_code == 400 and cut.headers.get("content-length") == header(head.info["headers"], "content-length")
+        with pytest.raises(httpx.RemoteProtocolError):
+            for chunk in cut.iter_raw():
+                received += chunk
     assert received == came
