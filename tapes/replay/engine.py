@@ -136,6 +136,7 @@ class ReplayEngine:
         # input requests go out one at a time as requests of the server's (see `_asked_of_client`).
         self._input_asked: dict[str, _InputRound] = {}  # our request id -> its round
         self._input_requests_sent = 0
+        self._waited_in_vain: set[Interaction] = set()  # requests the recorded client cancelled, said unanswered at the end
 
     def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
                exits_recorded: bool) -> None:
@@ -421,9 +422,10 @@ class ReplayEngine:
             self._consume(self._end.popleft())
         for interaction in self._interactions:  # a request the recorded client cancelled and the live one waited for
             if interaction.matched and interaction.cancel_items and not interaction.withheld \
+                    and interaction not in self._waited_in_vain \
                     and not any(key in self._consumed for key in interaction.cancel_items) \
                     and not any(item.waiting == 0 and item.answers(interaction) for item in interaction.server_items):
-                interaction.withheld = True  # said once
+                self._waited_in_vain.add(interaction)
                 self._miss(f"{interaction.request['method']} id {interaction.live_id!r}",
                            f"the recorded client cancelled {interaction.describe()}, so the recording has no answer to "
                            "it; this client did not cancel it, and got none")
