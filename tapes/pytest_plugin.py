@@ -34,6 +34,7 @@ format = "jsonl"` makes the default names `.jsonl`.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -160,12 +161,22 @@ def _record_mode(config: pytest.Config, settings: Config) -> str:
     if mode is None:
         mode = "none" if os.environ.get("CI") else "once"
     if mode not in RECORD_MODES:
-        raise pytest.UsageError(f"tape record mode {mode!r} is not one of {', '.join(RECORD_MODES)}")
+        pytest.fail(f"tape record mode {mode!r} is not one of {', '.join(RECORD_MODES)}", pytrace=False)
     return mode
 
 
 def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
-    name = re.sub(r"[^\w.-]+", "_", request.node.name).strip("_")
+    """cassettes/<module>/[<Class>.]<test>[-<parameter id>]: one file per test. A parameter id
+    follows a "-", which no test's own name holds; one with characters a file name should not
+    (spaces, "/", "?") has them made "_" and a hash of the id added, so ids that differ only in
+    those characters do not share a file."""
+    name, _, parameters = request.node.name.partition("[")
+    if request.cls is not None:
+        name = f"{request.cls.__name__}.{name}"
+    if parameters:
+        given = parameters.removesuffix("]")
+        shown = re.sub(r"[^\w.-]+", "_", given).strip("_")
+        name += f"-{shown}" + (f"-{hashlib.sha256(given.encode()).hexdigest()[:8]}" if shown != given else "")
     return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}{FORMATS[settings.format]}"
 
 
@@ -267,7 +278,7 @@ def _redaction_flags(asked: dict[str, Any], settings: Config) -> tuple[list[str]
 @pytest.fixture
 def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, Any]) -> Iterator[Tape]:
     given_path, asked = _merged(request, tape_config)
-    settings = load_config(request.path.parent)
+    settings = _or_fail(load_config, request.path.parent)
     mode = _record_mode(request.config, settings)
     path = request.path.parent / given_path if given_path else _default_path(request, settings)
     if mode == "none" and not path.exists():
@@ -412,6 +423,9 @@ def tape_url(tape: Tape) -> Iterator[str]:
     from replayer.http import ReplayOptions, replay_server
     from tapes.replay.episodes import NewEpisodes
 
+    if _or_fail(_header, tape.path).transport == STDIO:
+        pytest.fail(f"{tape.path} was recorded over stdio: use the tape_server (or tape_transport) fixture to replay it",
+                    pytrace=False)
     options = ReplayOptions(control=tape.control)
     if tape.adding:
         if not tape.upstream:
