@@ -511,7 +511,7 @@ class HttpReplayer:
             # a legacy client reads answers from its SSE stream only: the POST just gets its 202
             session.deliver([as_stream_message(session.legacy_stream, answer_payload(made_up, reception.batch))])
             made_up = []
-        if channel is None:
+        if channel is None or (made_up and session.engine.cut_before_its_head(channel)):
             return _made_up(made_up, reception.batch)
         # At 2026-07-28 a client cancels a request by closing its response stream.
         cancel = partial(session.engine.close_stream, reception.channel) if stateless else None
@@ -754,8 +754,8 @@ class HttpReplayer:
             if (length := header(info.get("headers"), "content-length")) is not None:
                 headers.append(("content-length", length))  # the length promised, as the recorded client was
             return _Stream(_cut_after(body), info.get("status", 200), headers)
-        if made_up:
-            body = _with_replies(body, made_up)
+        if made_up:  # (a body cut before it began has only them)
+            body = _with_replies(body, made_up) if body.strip() else answer_payload(made_up, len(made_up) > 1)
         return Response(body, info.get("status", 200), headers=dict(headers))
 
     async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Reply]) -> AsyncIterator[bytes]:

@@ -390,6 +390,11 @@ class ReplayEngine:
         breaks its answer): its cancel, or its stream's close, is then no miss."""
         self._excused.add(live_id)
 
+    def cut_before_its_head(self, channel: str) -> bool:
+        """Whether the recording stops inside this HTTP exchange before its response head: no
+        head will ever come, and its requests get errors saying so (`_cut_short`)."""
+        return channel in self._index.headless
+
     def held_open(self, channel: str) -> bool:
         """Whether the recorded client closed this exchange's stream before the server answered
         what it carried: the replay keeps it open, as that server did, until the live client closes."""

@@ -134,6 +134,7 @@ class RecordingIndex:
     # Known once complete: the requests a recording cut short (a killed recorder, a truncated file)
     # left unanswered, which no live client would ever get an answer to (see `_Walk.cut_off`).
     cut_off: set[Interaction] = field(default_factory=set)
+    headless: set[str] = field(default_factory=set)  # ... and the HTTP exchanges of those cut before their response head
 
     complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
     _walk: _Walk = field(init=False, repr=False)
@@ -177,8 +178,9 @@ class RecordingIndex:
         if walked < count:
             self.complete = True
             self._frames = iter(())
+            self.cut_off = self._walk.cut_off()  # before the unended JSON answers are ended, as they were not
             ended = self._walk.end_unended()
-            self.cut_off = self._walk.cut_off()
+            self.headless = {interaction.channel for interaction in self.cut_off} - self._walk.headed
         return walked > 0 or ended > 0
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:
@@ -215,6 +217,7 @@ class _Walk:
         self.unended: dict[str, Frame] = {}
         self.exited = False  # the recording has the server's exit (stdio)
         self.ended: set[str] = set()  # HTTP exchanges whose end the recording has
+        self.headed: set[str] = set()  # ... and those whose response head it has
 
     def walk(self, frames: Iterable[Frame]) -> int:
         """Index `frames`, which follow those walked before; how many there were."""
@@ -315,6 +318,8 @@ class _Walk:
         if frame.kind is Kind.EXIT:
             self.exited = True
         if frame.channel != STDIO:
+            if frame.kind is Kind.HTTP_RESPONSE:
+                self.headed.add(frame.channel)
             if frame.kind is Kind.STREAM_END:
                 self.ended.add(frame.channel)
                 self.unended.pop(frame.channel, None)

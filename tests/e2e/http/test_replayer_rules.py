@@ -310,3 +310,18 @@ def test_an_answer_the_upstream_cut_short_is_cut_where_it_was() -> None:
             for chunk in cut.iter_raw():
                 received += chunk
     assert received == came
+
+
+@pytest.mark.parametrize("kept", [11, 14])  # the request, no answer; ... and a JSON answer's head, no body
+def test_a_request_the_recording_stops_inside_gets_an_error_at_once(kept: int) -> None:
+    """The recording (a killed recorder's, a truncated file) ends inside the exchange: the client
+    waited for ever for a head that would never come, or got an empty body."""
+    recorded = load(CASSETTES / "feed-http-2026-07-28.tape")
+    cut = Cassette(recorded.header, recorded.frames[:kept])
+    head = next(f for f in recorded.frames if f.channel == "http:3" and f.kind is Kind.HTTP_REQUEST)
+    body = next(f for f in recorded.frames if f.channel == "http:3" and f.kind is Kind.MESSAGE)
+    headers = {name: value for name, value in head.info["headers"] if name.lower() not in ("host", "content-length")}
+    with replay_server(cut) as replay:
+        answer = httpx.post(replay.url, content=body.payload, headers=headers, timeout=10)
+    error = answer.json()["error"]
+    assert error["code"] == NO_MATCH and "the recording stops before the answer to tools/call #2" in error["message"]
