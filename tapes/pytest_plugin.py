@@ -39,6 +39,7 @@ import json
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from recorder.process import TAPES
 from tapes.analysis.rerecord import settle
 from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.redact import RedactionRuleError, RedactionRules
-from tapes.cassette.store import Header, load, stream
+from tapes.cassette.store import Cassette, Header, load, stream
 from tapes.config import FORMATS, RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
@@ -330,6 +331,14 @@ def _frozen_at_recording(path: Path) -> Any:
     return freeze_time(moment, real_asyncio=True)
 
 
+def _loaded(path: Path) -> Cassette:
+    """The cassette, with what its loading warns of (a truncated last frame) as a test warning."""
+    cassette = load(path)
+    for warning in cassette.warnings:
+        warnings.warn(UserWarning(f"replay of {path}: {warning}"), stacklevel=2)
+    return cassette
+
+
 def _header(path: Path) -> Header:
     """The cassette's header alone: read without its frames, which may be millions."""
     with stream(path) as recording:
@@ -407,7 +416,7 @@ def tape_transport(tape: Tape) -> Any:
         return StdioServerParameters(command=command[0], args=command[1:])
     from replayer.memory import ReplayTransport
 
-    return _or_fail(lambda: ReplayTransport(load(tape.path), tape.control, tape.report_path))
+    return _or_fail(lambda: ReplayTransport(_loaded(tape.path), tape.control, tape.report_path))
 
 
 @pytest.fixture
@@ -432,7 +441,7 @@ def tape_url(tape: Tape) -> Iterator[str]:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
         options.new_episodes = NewEpisodes(tape.upstream, tape.writing_to, tape.http_record_flags)
     with ExitStack() as stack:  # a cassette the replay refuses (one it cannot send, say) fails the test in its sentence
-        server = _or_fail(stack.enter_context, replay_server(_or_fail(load, tape.writing_to), options=options))
+        server = _or_fail(stack.enter_context, replay_server(_or_fail(_loaded, tape.writing_to), options=options))
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown
 

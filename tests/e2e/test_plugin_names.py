@@ -76,3 +76,19 @@ def test_url(tape_url):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*weather.tape was recorded over stdio: use the tape_server (or tape_transport) fixture*"])
+
+
+def test_a_truncated_cassette_replayed_in_process_is_a_test_warning(pytester: pytest.Pytester) -> None:
+    """tape_transport and tape_url load the cassette themselves: what loading it warned of (its
+    last frame cut short) was said nowhere."""
+    full = (CASSETTES / "example" / "weather.tape").read_bytes()
+    (pytester.path / "cut.tape").write_bytes(full[:-40])
+    pytester.makepyfile(test_cut='''
+import pytest
+@pytest.mark.tape("cut.tape")
+def test_cut(tape_transport):
+    pass
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*replay of *cut.tape: *the last frame is truncated at byte*"])
