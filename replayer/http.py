@@ -962,7 +962,8 @@ class _Server(uvicorn.Server):
         """Ask the server to stop, from any thread."""
         self.should_exit = True
         if self._loop is not None and self._wake is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
+            with contextlib.suppress(RuntimeError):  # its loop is closed: it has stopped already
+                self._loop.call_soon_threadsafe(self._wake.set)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's shutdown (no lifespan here), with its fixed 0.1 s pauses turned into a short
@@ -1031,6 +1032,7 @@ class ReplayServer:
         self.url = _url(self._socket, replayer.endpoint)  # the recorded endpoint on this server
         self._server = _uvicorn(replayer)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+        self._stopping, self._stopped = threading.Lock(), False
 
     def start(self) -> ReplayServer:
         # The socket already listens: connections made before uvicorn runs wait in its backlog.
@@ -1038,6 +1040,11 @@ class ReplayServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving and put new episodes into the cassette; once (a second call does nothing)."""
+        with self._stopping:  # stop may be asked from two threads at once
+            if self._stopped:
+                return
+            self._stopped = True
         self._server.stop_soon()
         self._thread.join(timeout=10)
         self._socket.close()
