@@ -390,7 +390,7 @@ class HttpReplayer:
     def refused_at_connection(self, what: str, reason: str) -> None:
         """A request the connection's limits refused before it reached the app (see http_guard)."""
         method, _, target = what.partition(" ")
-        self._unrouted.append(Unmatched(f"{method} {redact_url(target, lambda _: '<hidden>')}".rstrip(), reason))
+        self._unrouted.append(Unmatched(_named(method, target).rstrip(), reason))
 
     # --- requests --------------------------------------------------------------------------
 
@@ -890,7 +890,12 @@ def _what(request: Request, message: Any) -> str:
     """A live request as a summary names it."""
     if classify(message) is MessageType.REQUEST:
         return f"{message['method']} id {message['id']!r}"
-    return f"{request.method} {redact_url(_target(request), lambda _: '<hidden>')}"  # a client_secret in a query stays off logs
+    return _named(request.method, _target(request))
+
+
+def _named(method: str, target: str) -> str:
+    """A request as a summary names it by its method and target (a client_secret in a query stays off logs)."""
+    return f"{method} {redact_url(target, lambda _: '<hidden>')}"
 
 
 def _path(request: Request) -> str:
