@@ -900,14 +900,14 @@ class ReplayEngine:
         input request, under an id of the replay's; the next go out as each is answered, and
         then the recorded retry is played (`_input_answered`)."""
         result = item["result"]
-        asked = [(key, request) for key, request in result["inputRequests"].items()]
-        methods = ", ".join(sorted({request.get("method", "?") for _, request in asked}))
+        asked = list(result["inputRequests"].values())  # (the keys named the recorded client's answers in its retry)
+        methods = ", ".join(sorted({request.get("method", "?") for request in asked}))
         self._adapted.append(f"{owner.request['method']} id {owner.live_id!r}: the recorded input_required result sent as "
                              f"{methods} requests, as a server of both eras asks a client that opened with initialize")
         return self._ask(_InputRound(owner, frame, asked, result.get("requestState")))
 
     def _ask(self, input_round: _InputRound) -> dict[str, Any]:
-        _, request = input_round.asked.pop(0)
+        request = input_round.asked.pop(0)
         self._input_requests_sent += 1
         request_id = f"mcp-tapes-input-{self._input_requests_sent}"
         self._input_asked[request_id] = input_round
@@ -1035,7 +1035,7 @@ class _InputRound:
 
     owner: Interaction  # the request that got it
     frame: Frame  # the recorded result's: where the requests go out (its HTTP exchange's stream)
-    asked: list[tuple[str, dict[str, Any]]]  # (input key, input request) not asked yet
+    asked: list[dict[str, Any]]  # its input requests not asked yet
     state: Any  # its requestState, which the recorded retry carried
 
 
