@@ -18,7 +18,7 @@ from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette
 from tapes.errors import UserError
 from tapes.wire.http import header
-from tapes.wire.sse import event_text, recorded_event
+from tapes.wire.sse import encode_event, recorded_event
 
 HAR_VERSION = "1.2"
 HTTP_VERSION = "HTTP/1.1"  # a cassette keeps heads, not the protocol version; the recorders speak 1.1
@@ -127,11 +127,9 @@ def _query(url: str) -> str:
 def _body(frame: Frame) -> bytes:
     if frame.kind is not Kind.SSE_EVENT:
         return frame.shown_payload
-    text = event_text(recorded_event(frame.shown_payload.decode("utf-8", "surrogateescape"), frame.info or {}))
-    try:
-        return text.encode("utf-8", "surrogateescape")  # the data's bytes as the server sent them, UTF-8 or not
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace")  # a lone surrogate (JSON Lines) as its escape
+    # the data's bytes as the server sent them, UTF-8 or not; a lone surrogate (JSON Lines) as its escape
+    return encode_event(recorded_event(frame.shown_payload.decode("utf-8", "surrogateescape"), frame.info or {}),
+                        "backslashreplace")
 
 
 def _content_text(body: bytes) -> dict[str, str]:

@@ -164,15 +164,16 @@ def _value_bytes(line: bytes) -> bytes:
     return value[1:] if value.startswith(b" ") else value
 
 
-def encode_event(event: SSEEvent) -> bytes:
+def encode_event(event: SSEEvent, unencodable: str = "replace") -> bytes:
     """The wire form of an event: its `event_text` in UTF-8, the bytes a server sent that are no
     UTF-8 (decoded with "surrogateescape") as they were; any other lone surrogate, which a JSON
-    Lines cassette can hold in an id or event name and UTF-8 cannot, as "?"."""
+    Lines cassette can hold in an id or event name and UTF-8 cannot, by the `unencodable` error
+    handler ("?" by default)."""
     text = event_text(event)
     try:
         return text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace")
+        return text.encode("utf-8", unencodable)
 
 
 def event_text(event: SSEEvent) -> str:
