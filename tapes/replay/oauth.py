@@ -342,14 +342,15 @@ class AuthFlow:
         if not on_mcp and (problem := self._check_redirect_uri(exchange, there)) is not None:
             self.misses.append(Unmatched(f"{method} {path}", problem))
             return _oauth_error(400, "invalid_request", problem)
-        if not on_mcp and (problem := self._check_grant(headers, body)) is not None:
+        fields = {} if on_mcp else body_fields(header(headers, "content-type"), body) or {}
+        if not on_mcp and (problem := self._check_grant(fields)) is not None:
             self.misses.append(Unmatched(f"{method} {path}", problem))
             return _oauth_error(400, "invalid_grant", problem)
         if negotiable:
             self.adapted.append(f"{method} {path}: the live client asks with another {' and '.join(negotiable)}; "
                                 "answered as the recorded client was")
         self.served.add(chosen)
-        if not on_mcp and 200 <= exchange.status < 300 and isinstance(code := self._code(headers, body), str):
+        if not on_mcp and 200 <= exchange.status < 300 and isinstance(code := _traded_code(fields), str):
             self._traded.add(code)
         return self._replayed(exchange, there, origins)
 
@@ -414,17 +415,11 @@ class AuthFlow:
             return None
         return f"the redirect_uri {uri!r} is not among those the client registered"
 
-    @staticmethod
-    def _code(headers: HeaderFields, body: bytes) -> Any:
-        """The authorization code a /token request trades (None for another grant)."""
-        fields = body_fields(header(headers, "content-type"), body) or {}
-        return fields.get("code") if fields.get("grant_type") == "authorization_code" else None
-
-    def _check_grant(self, headers: HeaderFields, body: bytes) -> str | None:
-        """At /token: a code traded once already is refused; the live code_verifier is checked
-        against the live code_challenge of the code's /authorize."""
-        fields = body_fields(header(headers, "content-type"), body) or {}
-        code = self._code(headers, body)
+    def _check_grant(self, fields: dict[str, Any]) -> str | None:
+        """At /token (`fields`: the request's form or JSON body): a code traded once already is
+        refused; the live code_verifier is checked against the live code_challenge of the code's
+        /authorize."""
+        code = _traded_code(fields)
         if isinstance(code, str) and code in self._traded:
             return "the authorization code was traded for tokens already (RFC 6749 4.1.2: a code is used once)"
         issued = self._issued.get(code) if isinstance(code, str) else None
@@ -512,6 +507,11 @@ def _added(pairs: list[tuple[str, str]], own: list[tuple[str, str]]) -> list[tup
         else:
             added.append(pair)
     return added
+
+
+def _traded_code(fields: dict[str, Any]) -> Any:
+    """The authorization code a /token request's fields trade (None for another grant)."""
+    return fields.get("code") if fields.get("grant_type") == "authorization_code" else None
 
 
 def _without_query(url: str) -> str:
