@@ -34,6 +34,7 @@ from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem,
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
+from tapes.replay.streams import as_stream_message, stream_end
 from tapes.wire.eras import (
     CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LIST_CHANGED, LISTENED_FLAGS, LOG_LEVELS,
     SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, STATELESS_VERSION_KEY, SUBSCRIPTION_ID_KEY, VERSIONS,
@@ -136,6 +137,12 @@ class ReplayEngine:
         # input requests go out one at a time as requests of the server's (see `_asked_of_client`).
         self._input_asked: dict[str, _InputRound] = {}  # our request id -> its round
         self._input_requests_sent = 0
+        # Over HTTP the live client reads the answer on the exchange of its first request, which
+        # stays open (its recorded end held back) until the recorded retry's answer comes, moved
+        # there from the retry's own exchange (see `_on_live_stream`).
+        self._input_streams: dict[str, str] = {}  # a recorded retry's exchange -> the exchange it is answered on
+        self._held_ends: set[str] = set()  # exchanges whose answer waits for an input round
+        self._input_actions: list[Action] = []  # the next input request, or an input round's end, to send
         self._waited_in_vain: set[Interaction] = set()  # requests the recorded client cancelled, said unanswered at the end
 
     def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
@@ -336,8 +343,9 @@ class ReplayEngine:
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
         resent, self._resent = self._resent, []
+        asked, self._input_actions = self._input_actions, []
         replies, self._cut_replies = self._cut_replies + replies, []
-        return Reception(resent + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent),
+        return Reception(resent + asked + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent),
                          incoming.batch)
 
     def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
@@ -900,11 +908,43 @@ class ReplayEngine:
         input request, under an id of the replay's; the next go out as each is answered, and
         then the recorded retry is played (`_input_answered`)."""
         result = item["result"]
+        if frame.channel != STDIO:
+            self._held_ends.add(self._input_streams.get(frame.channel, frame.channel))
         asked = list(result["inputRequests"].values())  # (the keys named the recorded client's answers in its retry)
         methods = ", ".join(sorted({request.get("method", "?") for request in asked}))
         self._adapted.append(f"{owner.request['method']} id {owner.live_id!r}: the recorded input_required result sent as "
                              f"{methods} requests, as a server of both eras asks a client that opened with initialize")
         return self._ask(_InputRound(owner, frame, asked, result.get("requestState")))
+
+    def _asks_for_input(self, channel: str) -> bool:
+        """Whether a recorded HTTP exchange answers with an input_required result that is asked of
+        the live client: its JSON answer then goes as an event stream, which can carry requests."""
+        for interaction in self._channel_interactions.get(channel, ()):
+            if interaction.live_stateless or not interaction.matched:
+                continue
+            response = self._until(lambda: next((si for si in interaction.server_items if si.answers(interaction)), None))
+            if response is not None and any(owner is interaction and _input_required(item)
+                                            for item, owner in zip(items(response.frame.message), response.owners, strict=True)):
+                return True
+        return False
+
+    def _on_live_stream(self, action: Action) -> Action | None:
+        """`action` where the live client reads it, while an input round is asked over HTTP: the
+        asking exchange carries the input requests, as events, and its recorded end is held back;
+        the recorded retry's exchange is answered on it (its head is not sent again)."""
+        frame = action.frame
+        if frame.channel == STDIO or not (self._input_streams or self._held_ends):
+            return action
+        live = self._input_streams.get(frame.channel, frame.channel)
+        if frame.kind is Kind.STREAM_END:
+            return None if live in self._held_ends else Action(frame._replace(channel=live), action.payload, action.gap)
+        if live == frame.channel and live not in self._held_ends:
+            return action
+        if frame.kind is Kind.HTTP_RESPONSE:
+            return None
+        if frame.kind is Kind.MESSAGE:  # a JSON answer's body, as an event of the stream
+            return dataclasses.replace(as_stream_message(live, action.payload), gap=action.gap)
+        return Action(frame._replace(channel=live), action.payload, action.gap)
 
     def _ask(self, input_round: _InputRound) -> dict[str, Any]:
         request = input_round.asked.pop(0)
@@ -924,7 +964,8 @@ class ReplayEngine:
         owner = input_round.owner
         if input_round.asked:
             asking = self._ask(input_round)
-            self._resent.append(Action(input_round.frame, checked_payload(input_round.frame, asking)))
+            if (action := self._on_live_stream(Action(input_round.frame, checked_payload(input_round.frame, asking)))) is not None:
+                self._input_actions.append(action)
             return []
         retry = self._until(lambda: next((i for i in self._unplayed_by_method[owner.request["method"]]
                                           if params_of(i.request).get("requestState") == input_round.state), None))
@@ -932,11 +973,27 @@ class ReplayEngine:
             reason = (f"the recording has no retry of {owner.describe()} with the input its server asked for "
                       "(the recorded client stopped there)")
             self._miss(f"{owner.request['method']} id {owner.live_id!r}", reason)
-            return [Reply.error(owner.live_id, NO_MATCH, f"mcp-tapes: {reason}")]
+            return self._on_asking_stream(input_round, [Reply.error(owner.live_id, NO_MATCH, f"mcp-tapes: {reason}")])
         matched, replies = self._receive_request({**retry.request, "id": owner.live_id}, size)
         if matched is not None:
             retry.live_token, retry.live_stateless = owner.live_token, False
-        return replies
+            if retry.channel != STDIO:  # its answer goes where the live client waits for it
+                live = self._input_streams.get(input_round.frame.channel, input_round.frame.channel)
+                self._input_streams[retry.channel] = live
+                self._held_ends.discard(live)
+        return self._on_asking_stream(input_round, replies)
+
+    def _on_asking_stream(self, input_round: _InputRound, replies: list[Reply]) -> list[Reply]:
+        """Replies to the request an input round was asked for: over HTTP, they are the end of the
+        stream the live client reads its answer on (the live POST that carried the input is
+        accepted); on stdio, they go out as they are."""
+        channel = input_round.frame.channel
+        if channel == STDIO or not replies:
+            return replies
+        live = self._input_streams.get(channel, channel)
+        self._held_ends.discard(live)
+        self._input_actions += [as_stream_message(live, reply.payload) for reply in replies] + [stream_end(live)]
+        return []
 
     # --- releasing -------------------------------------------------------------------------
 
@@ -971,7 +1028,9 @@ class ReplayEngine:
         """The frame with the live ids in place of the recorded ones; None if nothing is left to send."""
         frame = server_item.frame
         if frame.message is None:
-            return Action(frame, server_item.payload, gap)
+            if frame.kind is Kind.HTTP_RESPONSE and self._initialize_from_discover and self._asks_for_input(frame.channel):
+                frame = frame._replace(info=_as_event_stream(frame.info or {}))
+            return self._on_live_stream(Action(frame, server_item.payload, gap))
         changed = False
         out = []
         for item, owner in zip(items(frame.message), server_item.owners, strict=True):
@@ -980,19 +1039,16 @@ class ReplayEngine:
                 new = _with_client_task(new, self._client_tasks)
             if new is not None and self._initialize_from_discover and owner is not None and not owner.live_stateless:
                 # an answer to a client that opened with initialize
-                # (over HTTP the input_required result goes as recorded: the recorded retry's answer
-                # came on another exchange, and the live client reads it on the first's stream)
-                asks = _input_required(new) and frame.channel == STDIO
-                new = self._asked_of_client(new, owner, frame) if asks else _in_handshake_era(new)
+                new = self._asked_of_client(new, owner, frame) if _input_required(new) else _in_handshake_era(new)
             changed = changed or new is not item
             if new is not None:
                 out.append(new)
         if not out:
             return None
         if not changed:
-            return Action(frame, server_item.payload, gap)
+            return self._on_live_stream(Action(frame, server_item.payload, gap))
         message = out if isinstance(frame.message, list) else out[0]
-        return Action(frame, checked_payload(frame, message), gap)
+        return self._on_live_stream(Action(frame, checked_payload(frame, message), gap))
 
 
 def _answered_otherwise(recorded: dict[str, Any], live: dict[str, Any]) -> str | None:
@@ -1037,6 +1093,12 @@ class _InputRound:
     frame: Frame  # the recorded result's: where the requests go out (its HTTP exchange's stream)
     asked: list[dict[str, Any]]  # its input requests not asked yet
     state: Any  # its requestState, which the recorded retry carried
+
+
+def _as_event_stream(info: dict[str, Any]) -> dict[str, Any]:
+    """A JSON answer's recorded head as the head of an event stream (its length no longer known)."""
+    fields = [[name, value] for name, value in info.get("headers") or () if name.lower() not in ("content-type", "content-length")]
+    return {**info, "headers": [*fields, ["content-type", "text/event-stream"]]}
 
 
 def _input_required(item: dict[str, Any]) -> bool:

@@ -112,6 +112,11 @@ def as_stream_message(channel: str, payload: bytes) -> Action:
     return Action(frame, payload)
 
 
+def stream_end(channel: str) -> Action:
+    """The end of `channel`'s stream, where the recording has none there (it came on another exchange)."""
+    return Action(Frame(0, 0.0, Direction.SERVER_TO_CLIENT, channel, Kind.STREAM_END, info={"reason": "closed"}), b"")
+
+
 def sse_bytes(action: Action) -> bytes:
     """The wire form of a released SSE_EVENT action, with its recorded id, event name and retry
     (and its data's bytes as recorded, UTF-8 or not)."""

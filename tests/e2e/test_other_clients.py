@@ -7,6 +7,7 @@ Method not found to the probe. Each client must get the recorded tools, with not
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ from tapes.cassette.frames import Kind
 from tapes.cassette.store import load
 from tapes.wire.jsonrpc import items
 
+from tests.support.flows import notes_flow
+from tests.support.http_peers import notes_over_http, record_session
 from tests.support.interop import HTTP, SSE, STDIO, Replayed, node, replay, run_client, stable, supergateway_serving
 from tests.support.paths import CASSETTES, PEERS, TAPES
-from tests.support.processes import TIMEOUT
+from tests.support.processes import TIMEOUT, Process
 
 CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp", "aisdk")
 # the clients that probe with server/discover before they initialize, by default, over these transports
@@ -181,14 +184,30 @@ def test_supergateway_serves_a_stdio_replay_over_http(transport: str, stateful: 
     assert json.loads(report.read_text())["unmatched"] == []  # the last replay's (stateless: the tools/list's)
 
 
-def test_input_a_stateless_era_server_asked_for_is_asked_of_an_initialize_client_with_requests(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", [STDIO, HTTP])
+def test_input_a_stateless_era_server_asked_for_is_asked_of_an_initialize_client_with_requests(transport: str, tmp_path: Path) -> None:
     """A 2026-07-28 server asks its client for input (sampling, roots) with an input_required
     result; a client that opened with initialize has no such result, and a server of both eras
-    sends it requests instead. The replay does the same, then plays the recorded retry."""
-    cassette = CASSETTES / "notes-stdio-2026-07-28.tape"
+    sends it requests instead. The replay does the same, then plays the recorded retry. Over
+    HTTP the requests go on the stream of the client's POST, which the recorded server answered
+    with JSON, and the retry's answer, recorded on another exchange, ends that stream."""
     report = tmp_path / "report.json"
-    done = subprocess.run([node(), str(PEERS / "input_client.mjs"), *TAPES, "replay", str(cassette), "--report", str(report)],
-                          capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+    client = [node(), str(PEERS / "input_client.mjs")]
+    if transport == STDIO:
+        cassette = CASSETTES / "notes-stdio-2026-07-28.tape"
+        done = subprocess.run([*client, *TAPES, "replay", str(cassette), "--report", str(report)],
+                              capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+    else:
+        cassette = tmp_path / "notes-http-2026-07-28.tape"
+        with notes_over_http() as upstream:  # the Python SDK client probes: a 2026-07-28 session
+            recorded, _ = record_session(cassette, upstream, lambda url: anyio.run(notes_flow, url))
+        assert any(frame.kind is Kind.HTTP_RESPONSE and "application/json" in str(frame.info) for frame in recorded.frames)
+        replayer = Process([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0", "--report", str(report)])
+        try:
+            url = replayer.wait_for(r"tapes: replaying at (http://\S+)")[1]
+            done = subprocess.run([*client, url], capture_output=True, timeout=TIMEOUT * 2, stdin=subprocess.DEVNULL)
+        finally:
+            replayer.stop(signal.SIGINT)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     results = json.loads(done.stdout)
     assert results == {"ask_model": [{"type": "text", "text": "model tapes-test-model says: You asked: Which note is the oldest?"}],

@@ -190,3 +190,57 @@ def test_a_recorded_message_the_live_reader_refuses_is_matched_by_its_bytes() ->
         assert got.replies == [] and got.channel == f"http:{channel}"
         assert (f"http:{channel}", "http_response", 400) in what(got.actions)
     assert engine.report.clean and engine.report.unused == []
+
+
+def stateless_asking_recording(retried: bool = True) -> Recording:
+    """A 2026-07-28 session over HTTP: server/discover, then a tool that asks for input with an
+    input_required result in a JSON answer, and (`retried`) the client's retry on another exchange."""
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+    r = Recording()
+    r.post(1, req(1, "server/discover", meta))
+    r.head(1, 200, sse=False)
+    r.add(S, 1, Kind.MESSAGE, res(1, {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                                      "serverInfo": {"name": "asker", "version": "1"}, "resultType": "complete"}))
+    r.end(1)
+    r.post(2, req(2, "tools/call", {"name": "ask", **meta}))
+    r.head(2, 200, sse=False)
+    asked = {"q": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 9}}}
+    r.add(S, 2, Kind.MESSAGE, res(2, {"resultType": "input_required", "inputRequests": asked, "requestState": "st"}))
+    r.end(2)
+    if retried:
+        r.post(3, req(3, "tools/call", {"name": "ask", "inputResponses": {"q": {"role": "assistant"}}, "requestState": "st", **meta}))
+        r.head(3, 200, sse=False)
+        r.add(S, 3, Kind.MESSAGE, res(3, {"content": [], "resultType": "complete"}))
+        r.end(3)
+    return r
+
+
+def test_input_asked_of_an_initialize_client_over_http_goes_on_the_stream_of_its_request() -> None:
+    """A client that opened with initialize gets the input requests on its POST's stream (the JSON
+    answer becomes an event stream), then the recorded retry's answer there, and its end."""
+    engine = ReplayEngine(stateless_asking_recording().frames)
+    engine.start()
+    engine.receive(json.dumps(req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}})).encode())
+    got = engine.receive(json.dumps(req(7, "tools/call", {"name": "ask"})).encode())
+    assert got.channel == "http:2"
+    [head, asking] = got.actions
+    assert ["content-type", "text/event-stream"] in head.frame.info["headers"]
+    assert what([asking]) == [("http:2", "sse_event", req("mcp-tapes-input-1", "sampling/createMessage",
+                                                          {"messages": [], "maxTokens": 9}))]
+    got = engine.receive(json.dumps(res("mcp-tapes-input-1", {"role": "assistant"})).encode())
+    assert got.channel is None and got.replies == []  # the POST of the answer is accepted
+    assert what(got.actions) == [("http:2", "sse_event", res(7, {"content": []})), ("http:2", "stream_end", None)]
+    assert engine.report.unmatched == []
+
+
+def test_input_asked_over_http_without_a_recorded_retry_ends_the_stream_with_an_error() -> None:
+    engine = ReplayEngine(stateless_asking_recording(retried=False).frames)
+    engine.start()
+    engine.receive(json.dumps(req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}})).encode())
+    engine.receive(json.dumps(req(7, "tools/call", {"name": "ask"})).encode())
+    got = engine.receive(json.dumps(res("mcp-tapes-input-1", {"role": "assistant"})).encode())
+    assert got.channel is None and got.replies == []
+    [(channel, kind, error), end] = what(got.actions)
+    assert (channel, kind, error["id"], end) == ("http:2", "sse_event", 7, ("http:2", "stream_end", None))
+    assert "no retry of tools/call" in error["error"]["message"]
+    assert [miss.summary for miss in engine.report.unmatched] == ["tools/call id 7"]
