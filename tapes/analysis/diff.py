@@ -14,13 +14,13 @@ neither, e.g. a different result value).
 from __future__ import annotations
 
 import json
-import signal
 from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
 from tapes.analysis.normalize import Noise, Session, Step, session
+from tapes.cassette.frames import STOPPING_SIGNALS
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import MISSING, Difference, differences
 from tapes.wire.text import printable
@@ -368,7 +368,7 @@ def _compare_exit(old: Session, new: Session, report: DiffReport) -> None:
     non-zero code) where it ended cleanly is breaking."""
     if old.exit is None or new.exit is None or old.exit == new.exit:
         return
-    clean = ("code 0", *(f"signal {signum}" for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)))
+    clean = ("code 0", *(f"signal {signum}" for signum in STOPPING_SIGNALS))
     severity = BREAKING if old.exit in clean and new.exit not in clean else CHANGED
     report.changes.append(Change("session", "changed", "server exit", severity, (Delta("/exit", old.exit, new.exit),)))
 

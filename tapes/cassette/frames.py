@@ -20,6 +20,7 @@ named "http:N", numbered from 1 in the order the requests arrived, and holds, in
 
 from __future__ import annotations
 
+import signal
 from dataclasses import field, make_dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -44,6 +45,9 @@ class Kind(StrEnum):
 
 
 STDIO = "stdio"
+STOPPING_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL})
+"""What a client (or its harness) sends a stdio server it is done with: an EXIT by one of them is
+the client's doing, not the server's."""
 TIME_PLACES = 3  # recorded times are kept in milliseconds
 
 

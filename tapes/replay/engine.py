@@ -20,7 +20,6 @@ legacy SSE stream) once the live client has that stream open, and never holds a 
 from __future__ import annotations
 
 import dataclasses
-import signal
 import sys
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -28,7 +27,7 @@ from itertools import islice
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from tapes.cassette.frames import STDIO, Frame, Kind
+from tapes.cassette.frames import STDIO, STOPPING_SIGNALS, Frame, Kind
 from tapes.cassette.store import gc_paused
 from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem, checked_payload
 from tapes.replay.matching import Difference, Matcher
@@ -53,8 +52,6 @@ NEAREST_CANDIDATES = 16
 in recorded order): naming the nearest must not cost a search of the whole recording."""
 DEEP_DIFF_SIZE = 64 * 1024
 """Bytes past which a miss and a candidate are compared member by member of their params, not in depth."""
-_STOPPING_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL})
-"""What a client (or its harness) sends a server it is done with."""
 Found = TypeVar("Found")
 
 
@@ -451,7 +448,7 @@ class ReplayEngine:
         The ends of the server's streams and its exit then come at once: the recorded gap before
         them was how long that client waited before the kill."""
         exit_info = next((action.frame.info or {} for action in actions if action.frame.kind is Kind.EXIT), {})
-        if exit_info.get("signal") not in _STOPPING_SIGNALS:
+        if exit_info.get("signal") not in STOPPING_SIGNALS:
             return actions
         self._adapted.append(f"exit: the recorded server was stopped by signal {exit_info['signal']} after its client "
                              "closed stdin; the replay exits 0 as the live client closes stdin")
@@ -922,7 +919,7 @@ class ReplayEngine:
         for interaction in self._channel_interactions.get(channel, ()):
             if interaction.live_stateless or not interaction.matched:
                 continue
-            response = self._until(lambda: next((si for si in interaction.server_items if si.answers(interaction)), None))
+            response = self._until(lambda asked=interaction: next((si for si in asked.server_items if si.answers(asked)), None))
             if response is not None and any(owner is interaction and _input_required(item)
                                             for item, owner in zip(items(response.frame.message), response.owners, strict=True)):
                 return True

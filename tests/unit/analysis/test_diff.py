@@ -445,10 +445,11 @@ def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:
 
 
 @pytest.mark.parametrize(("ending", "severity"), [({"code": None, "signal": 11}, BREAKING), ({"code": 3, "signal": None}, BREAKING),
-                                                  ({"code": None, "signal": 15}, "changed")])
+                                                  ({"code": None, "signal": 15}, "changed"), ({"code": None, "signal": 1}, "changed")])
 def test_how_the_server_exited_is_compared(ending: dict[str, Any], severity: str) -> None:
     """A crash at the end of a session that went the same was "same behaviour"; a server stopped
-    by its client's side (SIGTERM) where it exited by itself is a change, not a break."""
+    by its client's side (SIGTERM; SIGHUP, its terminal closed) where it exited by itself is a
+    change, not a break, as the replay takes it."""
     old = tape("notes-stdio-2025-11-25")
     new = replace(old, frames=[f._replace(info=ending) if f.kind is Kind.EXIT else f for f in old.frames])
     [change] = diff_cassettes(old, new).changes
