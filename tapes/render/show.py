@@ -88,7 +88,7 @@ def print_frames(
         summary.append(("frames", str(len(chunk))))
     console.print(_header_block(header, summary, warnings() if complete else []), width=width, highlight=False)
     layout = _Layout(chunk, width, complete)
-    console.print(layout.heading(), width=width)
+    console.print(layout.heading(width), width=width)
     count = 0
     while chunk:
         # Rows come cut to the width: rich need not measure every segment again.
@@ -107,7 +107,7 @@ def print_frames(
         console.print(_grid(summary, warnings()), width=width, highlight=False)
 
 
-def _header_block(header: Header, summary: list[tuple[str, str]], warnings: list[str]) -> Table:
+def _header_block(header: Header, summary: list[tuple[str, str]], warnings: list[str]) -> _RightTrimmed:
     rows = [
         ("transport", header.transport),
         ("server", server_text(header.server)),
@@ -122,7 +122,7 @@ def _header_block(header: Header, summary: list[tuple[str, str]], warnings: list
     return _grid(rows, warnings)
 
 
-def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> Table:
+def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> _RightTrimmed:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", min_width=len("recorded by"))  # the footer lines up with the header
     grid.add_column()
@@ -130,7 +130,24 @@ def _grid(rows: list[tuple[str, str]], warnings: list[str]) -> Table:
         grid.add_row(name, Text(printable(value)))  # Text: no markup parsing of cassette content
     for warning in warnings:
         grid.add_row(Text("warning", style="bold yellow"), Text(printable(warning), style="yellow"))
-    return grid
+    return _RightTrimmed(grid)
+
+
+class _RightTrimmed:
+    """A renderable's lines without the spaces a grid pads its last column with (text pasted from
+    a terminal keeps them)."""
+
+    def __init__(self, renderable: Table) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].text.strip():
+                line.pop()
+            if line:
+                line[-1] = Segment(line[-1].text.rstrip(), line[-1].style)
+            yield from line
+            yield Segment.line()
 
 
 def server_text(server: dict[str, Any]) -> str:
@@ -167,10 +184,11 @@ class _Layout:
     def widths(self) -> tuple[int, ...]:
         return (self.seq, self.time, 3, self.channel, self.what, self.summary)
 
-    def heading(self) -> Text:
+    def heading(self, width: int) -> Text:
+        """The column names, cut to `width` (the rows are cut there too)."""
         seq, time, *rest = zip(self.COLUMNS, self.widths())
         cells = [name.rjust(width) for name, width in (seq, time)] + [_fit(name, width) for name, width in rest]
-        return Text(" ".join(cells).rstrip(), style="bold underline", no_wrap=True, overflow="crop")
+        return Text(" ".join(cells)[:width].rstrip(), style="bold underline", no_wrap=True, overflow="crop")
 
 
 class _Rows:
@@ -185,14 +203,15 @@ class _Rows:
         too_narrow = self.layout.width > options.max_width  # for even the narrowest columns
         for frame in self.frames:
             what, summary, style = describe(frame, summary_width)
+            summary = _fit(printable(summary), summary_width).rstrip()
+            what = _fit(printable(what), what_width)
             row = [
                 Segment(str(frame.seq).rjust(seq_width) + " "),
                 Segment(_offset(frame.t).rjust(time_width), _DIM),
                 Segment(" "),
                 Segment(ARROWS[frame.direction], _DIRECTION_STYLES[frame.direction]),
                 Segment(" " + _fit(printable(frame.channel), channel_width) + " "),
-                Segment(_fit(printable(what), what_width), style),
-                Segment(" " + _fit(printable(summary), summary_width).rstrip()),
+                *([Segment(what, style), Segment(" " + summary)] if summary else [Segment(what.rstrip(), style)]),
             ]
             yield from Segment.adjust_line_length(row, options.max_width, pad=False) if too_narrow else row
             yield Segment.line()

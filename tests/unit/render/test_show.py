@@ -25,7 +25,9 @@ def _render(cassette: Cassette, width: int | None = WIDTH, console_width: int = 
     output = console.file.getvalue()  # type: ignore[attr-defined]
     # No control characters (terminal escapes), not even the cassette's own: only newlines.
     assert not [char for char in output if char != "\n" and (ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0)]
-    return [line.rstrip() for line in output.splitlines()]
+    # Nor spaces at line ends: a timeline pasted from a terminal (a README, an issue) has none.
+    assert [line for line in output.splitlines() if line != line.rstrip()] == []
+    return output.splitlines()
 
 
 @pytest.fixture(scope="module")
