@@ -151,10 +151,11 @@ def shape_problem(message: Any) -> str | None:
 def not_mcp_answer(request_body: bytes, status: int, content_type: str | None) -> str | None:
     """What is wrong with a server's answer to a JSON-RPC POST that is neither JSON nor an SSE
     stream (a gateway's HTML error page, say), as "STATUS MEDIA"; None when it is one of them, has
-    no body (202), or the request was no JSON-RPC (an authorization flow's form). The media type
-    is looked at first: the request body is parsed only for an answer that is not MCP."""
+    no body (202), redirects the POST as it is (307, 308: the client posts it there), or the
+    request was no JSON-RPC (an authorization flow's form). The media type is looked at first: the
+    request body is parsed only for an answer that is not MCP."""
     media = media_type(content_type)
-    if media in ("application/json", "text/event-stream") or status in (202, 204) or parse(request_body) is None:
+    if media in ("application/json", "text/event-stream") or status in (202, 204, 307, 308) or parse(request_body) is None:
         return None
     return f"{status} {media or 'without Content-Type'}"
 

@@ -296,6 +296,10 @@ def test_an_answer_to_a_json_rpc_post_that_is_not_mcp_is_named() -> None:
     for status, media in [(200, "application/json"), (200, "text/event-stream; charset=utf-8"), (202, None), (400, "Application/JSON")]:
         assert not_mcp_answer(ping, status, media) is None
     assert not_mcp_answer(b"grant_type=code", 200, "text/html") is None  # an authorization flow's page, not MCP's business
+    # a redirect that keeps the POST (the client sends it again there) is HTTP doing its job; one
+    # that turns it into a GET loses the message
+    assert not_mcp_answer(ping, 307, "text/html") is None and not_mcp_answer(ping, 308, None) is None
+    assert not_mcp_answer(ping, 302, "text/html") == "302 text/html"
 
 
 def test_wire_form_of_a_message_without_a_canonical_encoding() -> None:
