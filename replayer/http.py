@@ -775,10 +775,11 @@ class HttpReplayer:
                 if reason == "upstream_error":
                     raise _Drop
                 if session.engine.held_open(channel):
-                    # The recorded client went away here and the server never finished: keep the
-                    # stream open, as that server did, until the live client goes away too.
-                    while not session.closing:
-                        await session.changed()
+                    # The recorded client went away here (and the server never finished, or it was
+                    # a GET stream): keep the stream open, as that server did, until the live client
+                    # goes away too or the session ends, with what is still sent on it (an error for
+                    # what this client asks that the recorded one did not).
+                    continue
                 return
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload

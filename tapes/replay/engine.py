@@ -402,7 +402,8 @@ class ReplayEngine:
 
     def held_open(self, channel: str) -> bool:
         """Whether the recorded client closed this exchange's stream before the server answered
-        what it carried: the replay keeps it open, as that server did, until the live client closes."""
+        what it carried, or closed its GET stream (the standalone one, a legacy session's): the
+        replay keeps it open, as that server did, until the live client closes it."""
         self.index_all()
         return channel in self._closed_by_client
 

@@ -126,7 +126,8 @@ class RecordingIndex:
     # HTTP: what the client sent on each exchange (its body's items, or a bodiless request head),
     # the requests among it, and the exchanges whose stream the recorded client closed while a
     # request it carried was unanswered (a cancellation at 2026-07-28; a close after every answer
-    # is the client tearing down, and the replayed stream ends as a served one does)
+    # is the client tearing down, and the replayed stream ends as a served one does), and the GET
+    # streams it closed (no server ends one its client still reads)
     channel_items: dict[str, list[ItemKey]] = field(default_factory=lambda: defaultdict(list))
     channel_interactions: dict[str, list[Interaction]] = field(default_factory=lambda: defaultdict(list))
     post_paths: dict[str, str] = field(default_factory=dict)  # each POST exchange's path (no query), as recorded
@@ -326,8 +327,9 @@ class _Walk:
             elif frame.channel in self.unended or (
                     frame.kind is Kind.HTTP_RESPONSE and not is_event_stream(header((frame.info or {}).get("headers"), "content-type"))):
                 self.unended[frame.channel] = frame
-        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect" and any(
-            interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ())
+        if frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "client_disconnect" and (
+            frame.channel in self.streams  # a GET stream: a server keeps it open as long as its client does
+            or any(interaction in self.pending for interaction in index.channel_interactions.get(frame.channel, ()))
         ):
             index.closed_by_client.add(frame.channel)
         if frame.message is not None:  # a MESSAGE frame or an SSE event carrying one

@@ -57,6 +57,41 @@ def test_a_legacy_client_gets_its_miss_on_the_sse_stream_not_a_hang() -> None:
     assert '/params/arguments/message: "hello" → "never recorded"' in message
 
 
+def test_a_stream_the_recorded_client_closed_stays_open_for_a_live_client_that_goes_on(tmp_path: Path) -> None:
+    """The recorded client listed tools and left, closing its legacy SSE stream; a live client that
+    goes on after that (a call the recording lacks) still reads the stream, as a server keeps it
+    open for as long as its client does: it gets the miss's error, not a closed connection."""
+    from mcp.client.sse import sse_client
+
+    from tapes.cassette.store import Cassette, load, save
+
+    recorded = load(CASSETTES / "everything-sse-2024-11-05.tape")
+    listed = next(f.seq for f in recorded.frames if f.kind is Kind.SSE_EVENT and "tools" in str(f.message)[:20])
+    listing = {f.channel for f in recorded.frames if f.kind is Kind.MESSAGE and (f.message or {}).get("method") == "tools/list"}
+    kept = [f for f in recorded.frames if f.seq <= listed and f.channel in {"http:1", "http:2", "http:3", *listing}]
+    [closed] = [f for f in recorded.frames if f.kind is Kind.STREAM_END and f.channel == "http:1"]
+    assert (closed.info or {})["reason"] == "client_disconnect"
+    cassette = tmp_path / "listed-tools.tape"
+    save(Cassette(recorded.header, [*kept, closed]), cassette)
+
+    async def list_then_call(url: str) -> str:
+        said = "answered"
+        with anyio.fail_after(15):
+            try:
+                async with Client(sse_client(url), mode="legacy", cache=None) as client:
+                    await client.list_tools()
+                    await anyio.sleep(0.5)  # the recorded client was gone by now
+                    await client.call_tool("echo", {"message": "never recorded"})
+            except* MCPError as raised:
+                said = str(_first(raised))
+        return said
+
+    with replay_server(cassette) as server:
+        message = anyio.run(list_then_call, server.url)
+    assert message.startswith("mcp-tapes: no recorded request matches tools/call"), message
+    assert any("unmatched tools/call" in line for line in server.report_lines), server.report_lines
+
+
 def _first(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
