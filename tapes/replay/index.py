@@ -383,7 +383,9 @@ class _Walk:
     def owner(self, frame: Frame, item: dict[str, Any], kind: MessageType) -> Interaction | None:
         """The interaction a server message item (classified as `kind`) belongs to, if any."""
         if kind in (MessageType.RESULT, MessageType.ERROR):
-            return self.open_by_id.get(item["id"])
+            # An answer sent again (a server's event store replaying a resumed stream) answers the
+            # same request: the live client gets it under that request's live id too.
+            return self.open_by_id.get(item["id"]) or self.by_id.get(item["id"])
         if kind is MessageType.REQUEST:
             # On HTTP a server→client request travels on the stream of the request it serves. On
             # stdio nothing says which; the newest pending request is the one the server is busy with.

@@ -108,6 +108,29 @@ def test_recorded_resumption_is_matched_by_its_last_event_id() -> None:
                                      ("http:2", "stream_end", None)]
 
 
+def test_an_answer_a_resumed_stream_sends_again_carries_the_live_id() -> None:
+    """A server's event store may send an answer again on a resumed GET stream (server-everything
+    does): it answers the same live request, under its live id, not the recorded one."""
+    r = Recording()
+    r.get(1, "s")
+    r.head(1, 200)
+    r.event(1, "g1", note("notifications/message", {"level": "info", "data": "hi"}))
+    r.post(2, req(4, "tools/call", {"name": "toggle"}), session="s")
+    r.head(2, 200)
+    r.event(2, "p1", res(4, "started"))
+    r.end(2)
+    r.add(S, 1, Kind.STREAM_END, reason="client_disconnect")
+    r.get(3, "s", last_event_id="g1")
+    r.head(3, 200)
+    r.event(3, "p1", res(4, "started"))
+    engine = ReplayEngine(r.frames)
+    engine.open("GET", "/mcp")
+    got = engine.receive(json.dumps(req(9, "tools/call", {"name": "toggle"})).encode())
+    assert ("http:2", "sse_event", res(9, "started")) in what(got.actions)
+    resumed = engine.open("GET", "/mcp", "g1")
+    assert what(resumed.actions) == [("http:3", "http_response", 200), ("http:3", "sse_event", res(9, "started"))]
+
+
 def test_sessions_are_split_by_session_id_and_legacy_endpoint() -> None:
     r = session_recording()
     frames = r.frames
