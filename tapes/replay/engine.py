@@ -35,7 +35,7 @@ from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Un
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
 from tapes.replay.streams import as_stream_message, stream_end
 from tapes.wire.eras import (
-    CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LIST_CHANGED, LISTENED_FLAGS, LOG_LEVELS,
+    CAPABILITY_OF, CLIENT_CAPABILITY_OF, DISCOVER_METHOD, HANDSHAKE_DONE, HANDSHAKE_METHOD, LATEST_HANDSHAKE_VERSION, LIST_CHANGED, LISTENED_FLAGS, LOG_LEVELS,
     SERVER_INFO_KEY, STATELESS_ERAS, STATELESS_RESULT_MEMBERS, STATELESS_VERSION_KEY, SUBSCRIPTION_ID_KEY, VERSIONS,
 )
 from tapes.wire.http import header
@@ -140,6 +140,7 @@ class ReplayEngine:
         self._input_streams: dict[str, str] = {}  # a recorded retry's exchange -> the exchange it is answered on
         self._held_ends: set[str] = set()  # exchanges whose answer waits for an input round
         self._input_actions: list[Action] = []  # the next input request, or an input round's end, to send
+        self._client_capabilities: dict[str, Any] | None = None  # what the live client declared in its initialize
         self._waited_in_vain: set[Interaction] = set()  # requests the recorded client cancelled, said unanswered at the end
 
     def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
@@ -547,6 +548,8 @@ class ReplayEngine:
             self._client_tasks[recorded_task] = live_task
 
     def _receive_request(self, request: dict[str, Any], size: int) -> tuple[ItemKey | None, list[Reply]]:
+        if request["method"] == HANDSHAKE_METHOD and type(declared := params_of(request).get("capabilities")) is dict:
+            self._client_capabilities = declared
         key = self._matcher.key(request["method"], request.get("params"))
         polled = self._polls is Polls.LATEST and is_poll(request["method"])
         if polled and self._clock is not None:
@@ -897,6 +900,23 @@ class ReplayEngine:
     def _miss(self, summary: str, reason: str) -> None:
         self._report.unmatched.append(Unmatched(summary, reason))
 
+    def _undeclared(self, item: dict[str, Any]) -> str | None:
+        """The client capability a recorded server request needs that the live client did not
+        declare in its initialize (the recorded one did: its server asked)."""
+        needed = CLIENT_CAPABILITY_OF.get(item.get("method")) if classify(item) is MessageType.REQUEST else None
+        declared = self._client_capabilities
+        return needed if needed is not None and declared is not None and needed not in declared else None
+
+    def _not_asked(self, request: dict[str, Any], needed: str, frame: Frame) -> None:
+        """A server request the live client did not declare the capability for is not sent, as a
+        server does not ask such a client; the recorded client's answer stands in for the live
+        one's, so what the server did next plays on."""
+        answer = self._until(lambda: self._queue(self._answers, self._index.answers, request["id"]))
+        if answer:
+            self._consume(answer.popleft())
+        self._adapted.append(f"{request['method']} #{request['id']!r} (frame {frame.seq}): not sent, as the live client "
+                             f"did not declare {needed}; the recorded client's answer stood in for its own")
+
     # --- input asked of a client of the initialize eras ------------------------------------
 
     def _asked_of_client(self, item: dict[str, Any], owner: Interaction, frame: Frame) -> dict[str, Any]:
@@ -1008,18 +1028,19 @@ class ReplayEngine:
                 self._ready.append(server_item)
 
     def _release(self) -> list[Action]:
-        ready, self._ready = self._ready, []
-        ready.sort(key=lambda server_item: server_item.frame.seq)
         actions = []
         previous = self._trigger_time
-        for server_item in ready:
-            action = self._restamp(server_item, gap=max(0.0, server_item.frame.t - previous))
-            if action is not None:
-                previous = max(previous, server_item.frame.t)
-                actions.append(action)
-                self._report.played += 1
-                if self.played_frames is not None:
-                    self.played_frames.add(server_item.frame.seq)
+        while self._ready:  # (a request not asked of the live client releases what followed its recorded answer)
+            ready, self._ready = self._ready, []
+            ready.sort(key=lambda server_item: server_item.frame.seq)
+            for server_item in ready:
+                action = self._restamp(server_item, gap=max(0.0, server_item.frame.t - previous))
+                if action is not None:
+                    previous = max(previous, server_item.frame.t)
+                    actions.append(action)
+                    self._report.played += 1
+                    if self.played_frames is not None:
+                        self.played_frames.add(server_item.frame.seq)
         return actions
 
     def _restamp(self, server_item: ServerItem, gap: float = 0.0) -> Action | None:
@@ -1038,6 +1059,9 @@ class ReplayEngine:
             if new is not None and self._initialize_from_discover and owner is not None and not owner.live_stateless:
                 # an answer to a client that opened with initialize
                 new = self._asked_of_client(new, owner, frame) if _input_required(new) else _in_handshake_era(new)
+            if new is not None and (needed := self._undeclared(new)) is not None:
+                self._not_asked(new, needed, frame)
+                new = None
             changed = changed or new is not item
             if new is not None:
                 out.append(new)

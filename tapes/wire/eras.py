@@ -37,6 +37,9 @@ CAPABILITY_OF = {
 }  # fmt: skip
 """The server capability a request needs, every era: a server that did not declare it has no such method."""
 
+CLIENT_CAPABILITY_OF = {"roots/list": "roots", "sampling/createMessage": "sampling", "elicitation/create": "elicitation"}
+"""The client capability a server's request needs: a server does not ask a client that did not declare it."""
+
 LIST_CHANGED = {
     "tools/list": "notifications/tools/list_changed", "prompts/list": "notifications/prompts/list_changed",
     "resources/list": "notifications/resources/list_changed",

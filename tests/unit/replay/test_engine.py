@@ -96,6 +96,32 @@ def test_server_request_waits_for_the_clients_answer() -> None:
     assert engine.report.clean
 
 
+def test_a_server_request_is_not_sent_to_a_client_that_did_not_declare_its_capability() -> None:
+    """A server asks for roots only of a client that declared roots: the recorded client did, this
+    one did not. The request is not sent, the recorded answer stands in, and what followed plays."""
+    frames = recording(
+        ("c", req(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}}})),
+        ("s", res(1, {"protocolVersion": "2025-11-25", "capabilities": {}})),
+        ("c", note("notifications/initialized")),
+        ("s", req(0, "roots/list")),
+        ("c", res(0, {"roots": []})),
+        ("s", note("notifications/message", {"level": "info", "data": "0 roots"})),
+        ("c", req(2, "tools/call", {"name": "ask"})),
+        ("s", req(1, "sampling/createMessage", {"messages": []})),
+        ("c", res(1, {"role": "assistant", "content": {"type": "text", "text": "hi"}})),
+        ("s", res(2, "answered")),
+    )
+    engine = ReplayEngine(frames)
+    send(engine, req(7, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}}))
+    assert send(engine, note("notifications/initialized")) == [note("notifications/message", {"level": "info", "data": "0 roots"})]
+    # a capability it declared is asked of it
+    assert send(engine, req(8, "tools/call", {"name": "ask"})) == [req(1, "sampling/createMessage", {"messages": []})]
+    assert send(engine, res(1, {"role": "assistant", "content": {"type": "text", "text": "yo"}})) == [res(8, "answered")]
+    assert engine.report.clean
+    assert engine.report.adapted[1:] == ["roots/list #0 (frame 4): not sent, as the live client did not declare roots; "
+                                         "the recorded client's answer stood in for its own"]
+
+
 @pytest.mark.parametrize(("recorded_answer", "live_answer", "reason"), [
     (res(0, {"role": "assistant", "content": {}}), {"jsonrpc": "2.0", "id": 0, "error": {"code": -1, "message": "User rejected"}},
      "the recorded client answered with a result, this one with an error (-1: User rejected)"),
