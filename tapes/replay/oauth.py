@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from bisect import bisect_left
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -90,6 +92,9 @@ class AuthExchange:
     headers: list[list[str]]
     body: bytes
     origin: str | None  # where the recorded client sent it
+    # a refusal: how many requests like it (method, path) carrying its token the server took before
+    # it refused one (an expired token worked until then)
+    taken_before: int = 0
 
     @property
     def path(self) -> str:
@@ -198,6 +203,22 @@ def _origin(scheme: str, host: str) -> str:
     return f"{scheme}://{host[: -len(default)] if host.endswith(default) else host}"
 
 
+def _refusals_counted(by_channel: dict[str, list[Frame]], flow: dict[str, AuthExchange]) -> dict[str, AuthExchange]:
+    """The flow's refusals with how many requests like each, carrying its token, the server took
+    before it (`AuthExchange.taken_before`)."""
+    refusals = {channel: exchange for channel, exchange in flow.items() if exchange.refusal}
+    if not refusals:
+        return {}
+    taken: dict[tuple[str, str, str | None], list[int]] = defaultdict(list)  # (method, path, token) -> request seqs
+    for channel, frames in by_channel.items():
+        if channel not in flow and (request := frames[0]).kind is Kind.HTTP_REQUEST:
+            info = request.info or {}
+            taken[(info.get("method", "GET"), info.get("path", "/").split("?", 1)[0], header(info.get("headers"), "authorization"))].append(request.seq)
+    return {channel: replace(exchange, taken_before=bisect_left(taken.get((exchange.method, exchange.path, exchange.token), []),
+                                                                 by_channel[channel][0].seq))
+            for channel, exchange in refusals.items()}
+
+
 def _speaks_mcp(frames: list[Frame]) -> bool:
     return any(frame.from_client and frame.kind is Kind.MESSAGE for frame in frames)
 
@@ -221,6 +242,7 @@ class AuthFlow:
         self._issued: dict[str, _Issued] = {}
         self._traded: set[str] = set()  # codes traded for tokens since /authorize last handed them out
         self._redirect_uris: list[Any] | None = None  # what the live client registered, once it has
+        self._taken: Counter[tuple[str, str, str | None]] = Counter()  # live MCP requests passed on, by method, path, token
 
     @classmethod
     def split(cls, frames: Sequence[Frame], recorded_origin: str | None = None) -> tuple[AuthFlow, list[Frame]]:
@@ -251,6 +273,7 @@ class AuthFlow:
         for channel, exchange_frames in by_channel.items():
             if (exchange := _flow_exchange(exchange_frames, mcp if channel in on_server else set(), origins[channel])) is not None:
                 flow_channels[channel] = exchange
+        flow_channels.update(_refusals_counted(by_channel, flow_channels))
         routes = ProxyRoutes(recorded_origin or "", recorded_origin or "")
         for exchange in flow_channels.values():  # the order the recorder would have learned them in
             routes.learn(header(exchange.headers, "content-type"), exchange.body)
@@ -312,8 +335,9 @@ class AuthFlow:
         if on_mcp:
             # a refusal of the same JSON-RPC method first, then a 401 of any: the server refused the
             # token itself (a 403 insufficient_scope is about what the token was used for)
-            order = ([i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=True)]
-                     + [i for i in order if self._refuses(self.exchanges[i], headers, body, same_method=False)])
+            taken = self._taken[(method, there.split("?", 1)[0], header(headers, "authorization"))]
+            order = ([i for i in order if self._refuses(self.exchanges[i], headers, body, taken, same_method=True)]
+                     + [i for i in order if self._refuses(self.exchanges[i], headers, body, taken, same_method=False)])
         differences: list[str] = []
         negotiated: tuple[int, list[str]] | None = None  # the first that differs in _NEGOTIABLE fields alone
         chosen: int | None = None
@@ -332,6 +356,7 @@ class AuthFlow:
         negotiable: list[str] = []  # what the live request asks differently, when answered as one that did
         if chosen is None:
             if on_mcp:
+                self._taken[(method, there.split("?", 1)[0], header(headers, "authorization"))] += 1
                 return None
             if negotiated is None:
                 why = differences[0] if differences else "no recorded exchange matches"
@@ -379,10 +404,11 @@ class AuthFlow:
     # --- matching --------------------------------------------------------------------------
 
     @staticmethod
-    def _refuses(exchange: AuthExchange, headers: HeaderFields, body: bytes, same_method: bool) -> bool:
-        """Whether a refused MCP request matches a live one: the same token (or none), and with
-        `same_method` the same JSON-RPC method, else a 401."""
-        if not exchange.refusal or exchange.token != header(headers, "authorization"):
+    def _refuses(exchange: AuthExchange, headers: HeaderFields, body: bytes, taken: int, same_method: bool) -> bool:
+        """Whether a refused MCP request matches a live one: the same token (or none), once as many
+        requests with it were `taken` as the server took before it refused one (an expired token),
+        and with `same_method` the same JSON-RPC method, else a 401."""
+        if not exchange.refusal or exchange.token != header(headers, "authorization") or taken < exchange.taken_before:
             return False
         if not same_method:
             return exchange.status == 401

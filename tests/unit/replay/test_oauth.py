@@ -48,9 +48,10 @@ class _Tape:
         self.frames.extend(self._framer.end(0.0, number, CLOSED))
 
 
-def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = CALLBACK) -> list[Frame]:
+def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = CALLBACK, expires_after: int = 0) -> list[Frame]:
     """A login to the MCP server at `server` whose authorization server is `issuer`: one origin
-    (a reverse proxy's recording), or two, as a forward proxy records them (its metadata then too)."""
+    (a reverse proxy's recording), or two, as a forward proxy records them (its metadata then too).
+    `expires_after`: that many more requests with the token are taken, then it is refused."""
     tape = _Tape()
     refusal = [("WWW-Authenticate", f'Bearer resource_metadata="{server}/.well-known/oauth-protected-resource/mcp"'), *JSON]
     tape.exchange(server, "POST", "/mcp", JSON, INITIALIZE, 401, refusal, b'{"error":"invalid_token"}')
@@ -74,6 +75,13 @@ def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = C
     answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}).encode()
     tape.exchange(server, "POST", "/mcp", [("Authorization", "Bearer TOKEN"), *JSON], INITIALIZE, 200,
                   [*JSON, ("Mcp-Session-Id", "s1")], answer)
+    if expires_after:
+        ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode()
+        for _ in range(expires_after):
+            tape.exchange(server, "POST", "/mcp", [("Authorization", "Bearer TOKEN"), *JSON], ping, 200, JSON,
+                          b'{"jsonrpc":"2.0","id":2,"result":{}}')
+        tape.exchange(server, "POST", "/mcp", [("Authorization", "Bearer TOKEN"), *JSON], ping, 401,
+                      [("WWW-Authenticate", 'Bearer error="invalid_token"'), *JSON], b'{"error":"invalid_token"}')
     return tape.frames
 
 
@@ -105,6 +113,16 @@ def test_an_mcp_request_is_refused_by_its_token() -> None:
     # the server refused the missing token, whatever the method: another client's first request too
     other = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "server/discover"}).encode()
     assert flow.answer("POST", "/mcp", JSON, other, LIVE).status == 401  # type: ignore[union-attr]
+
+
+def test_a_token_the_recording_saw_expire_is_refused_only_once_it_was_used_as_often() -> None:
+    """The server took the token for the initialize and two pings, then refused it (it expired): a
+    live client's token works as often, and only then is refused."""
+    flow, _ = AuthFlow.split(_recording(expires_after=2), RECORDED)
+    token = json.loads(flow.answer("POST", *_token_request(flow)).body)["access_token"]  # type: ignore[union-attr]
+    ping = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}).encode()
+    answers = [flow.answer("POST", "/mcp", [("Authorization", f"Bearer {token}"), *JSON], ping, LIVE) for _ in range(4)]
+    assert [answer if answer is None else answer.status for answer in answers] == [None, None, None, 401]
 
 
 def _token_request(flow: AuthFlow, prefix: str = "", **changes: str) -> tuple[str, list[tuple[str, str]], bytes, str]:
