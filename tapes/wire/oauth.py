@@ -120,12 +120,20 @@ ISSUED_AT_REGISTRATION = frozenset({
 })
 
 
+SECRET_METHODS = frozenset({"client_secret_basic", "client_secret_post"})
+PLACEHOLDER_SECRET = "mcp-tapes-placeholder-secret"
+
+
 def registered(recorded_answer: dict[str, Any], live_metadata: dict[str, Any]) -> dict[str, Any]:
     """A registration's answer to another client: what the server issued as recorded, with the
     live client's metadata in place of the recorded client's (what only the recorded answer has,
     a server default, stays)."""
     answer = dict(recorded_answer)
     answer.update((name, value) for name, value in live_metadata.items() if name not in ISSUED_AT_REGISTRATION)
+    if answer.get("token_endpoint_auth_method") in SECRET_METHODS and "client_secret" not in answer:
+        # the recorded client was public (no secret issued); this one authenticates with one: the
+        # server issues it a secret (RFC 7591 3.2.1), any of which the replay's /token takes
+        answer.update(client_secret=PLACEHOLDER_SECRET, client_secret_expires_at=0)
     return answer
 
 

@@ -15,6 +15,7 @@ from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.http_framer import CLOSED, HttpFramer
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.replay.oauth import AuthFlow
+from tapes.wire.oauth import PLACEHOLDER_SECRET
 
 RECORDED = "http://127.0.0.1:4000"  # the recorder's origin, as the recorded client saw it
 LIVE = "http://127.0.0.1:5000"
@@ -221,6 +222,26 @@ def test_another_client_is_registered_under_the_recorded_client_id() -> None:
     recorded = next(e for e in again.exchanges if e.path == "/register")
     same = again.answer("POST", "/register", JSON, recorded.request_body, LIVE)
     assert same is not None and same.body == recorded.body and again.adapted == []
+
+
+def test_a_client_with_a_secret_registered_where_a_public_one_was_recorded_is_issued_one() -> None:
+    """The recorded client was public (the TypeScript SDK's, the Inspector's: no secret issued);
+    a client that authenticates with a secret is issued one, as the server would (the Python SDK
+    refuses a registration for client_secret_post without it), and /token takes it."""
+    flow, _ = _flow()
+    register = next(i for i, e in enumerate(flow.exchanges) if e.path == "/register")
+    public = json.dumps({"client_id": "c1", "redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"}).encode()
+    flow.exchanges[register] = replace(flow.exchanges[register], body=public)
+    metadata = {"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "client_secret_post"}
+    answer = json.loads(flow.answer("POST", "/register", JSON, json.dumps(metadata).encode(), LIVE).body)  # type: ignore[union-attr]
+    assert answer == {"client_id": "c1", **metadata, "client_secret": PLACEHOLDER_SECRET, "client_secret_expires_at": 0}
+    token = flow.answer("POST", *_token_request(flow, client_secret=PLACEHOLDER_SECRET))
+    assert token is not None and token.status == 200
+    # a public client stays public
+    again, _ = _flow()
+    again.exchanges[register] = replace(again.exchanges[register], body=public)
+    answer = json.loads(again.answer("POST", "/register", JSON, json.dumps({"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"}).encode(), LIVE).body)  # type: ignore[union-attr]
+    assert "client_secret" not in answer
 
 
 def test_a_client_that_authenticates_with_a_basic_header_makes_the_recorded_form_request() -> None:
