@@ -422,7 +422,7 @@ class HttpReplayer:
             origin = f"{request.url.scheme}://{request.url.netloc}"
             answer = self.auth.answer(request.method, _target(request), list(request.headers.items()), body, origin)
             if answer is not None:
-                return Response(answer.body, answer.status, headers=dict(answer.headers))
+                return _with_headers(Response(answer.body, answer.status), answer.headers)
         if (unprotected := self.auth.unprotected_discovery(request.method, path)) is not None:
             self._adapted.append(unprotected)
             return _error(404, "Not Found: the recorded server asked for no authorization")
@@ -441,7 +441,7 @@ class HttpReplayer:
             allowed = preflight_headers(self._cors, request.headers.get("access-control-request-headers"))
             if allowed is None:
                 return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")
-            return Response(status_code=204, headers=dict(allowed))
+            return _with_headers(Response(status_code=204), allowed)
         if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
             self._miss(request, None, problem)  # a version the recorded server did not speak
             return _error(400, problem)
@@ -743,7 +743,7 @@ class HttpReplayer:
             if _all_at_once(log) and not session.engine.held_open(cursor.channel) and not self._faults.any_on(cursor.channel) \
                     and self.options.control.speed is None:
                 # The whole stream is released already (the common case): write it in one go.
-                return Response(b"".join([chunk async for chunk in events]), status, headers=dict(headers))
+                return _with_headers(Response(b"".join([chunk async for chunk in events]), status), headers)
             return _Stream(events, status, headers, on_close)
         while not log.ended and not session.closing:
             await session.changed()
@@ -756,7 +756,7 @@ class HttpReplayer:
             return _Stream(_cut_after(body), info.get("status", 200), headers)
         if made_up:  # (a body cut before it began has only them)
             body = _with_replies(body, made_up) if body.strip() else answer_payload(made_up, len(made_up) > 1)
-        return Response(body, info.get("status", 200), headers=dict(headers))
+        return _with_headers(Response(body, info.get("status", 200)), headers)
 
     async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Reply]) -> AsyncIterator[bytes]:
         log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
@@ -908,6 +908,14 @@ def _target(request: Request) -> str:
     """The request's path and query as the client sent them (as recorded)."""
     query = request.scope.get("query_string", b"")
     return _path(request) + (f"?{query.decode('latin-1')}" if query else "")
+
+
+def _with_headers(response: Response, headers: Sequence[tuple[str, str]]) -> Response:
+    """`response` with recorded `headers`, one that came twice (two WWW-Authenticate challenges,
+    two Set-Cookie) as often as it came."""
+    for name, value in headers:
+        response.headers.append(name, value)
+    return response
 
 
 def _too_large(limit: int) -> Response:

@@ -48,6 +48,31 @@ def test_a_2025_03_26_batch_is_answered_as_a_batch() -> None:
     assert invalid.status_code == 400 and [item["error"]["code"] for item in invalid.json()] == [INVALID_REQUEST]
 
 
+def test_a_header_that_came_twice_is_replayed_twice() -> None:
+    """Two WWW-Authenticate challenges on a 401 (Bearer and DPoP), two Set-Cookie on an answer:
+    each as often as the recorded server sent it (a client reads the Bearer one for its metadata)."""
+    r = Recording()
+    r.post(1, req(1, "initialize", {}))
+    challenges = [["WWW-Authenticate", 'Bearer resource_metadata="http://up/.well-known/oauth-protected-resource"'],
+                  ["WWW-Authenticate", 'DPoP algs="ES256"']]
+    r.add(Direction.SERVER_TO_CLIENT, 1, Kind.HTTP_RESPONSE, status=401, headers=[["Content-Type", "application/json"], *challenges])
+    r.add(Direction.SERVER_TO_CLIENT, 1, Kind.RAW, data=b'{"error":"invalid_token"}')
+    r.end(1)
+    r.add(Direction.CLIENT_TO_SERVER, 2, Kind.HTTP_REQUEST, method="POST", path="/mcp",
+          headers=[["Content-Type", "application/json"], ["Authorization", "Bearer T"]])
+    r.add(Direction.CLIENT_TO_SERVER, 2, Kind.MESSAGE, req(1, "initialize", {}))
+    cookies = [["Set-Cookie", "a=1"], ["Set-Cookie", "b=2"]]
+    r.add(Direction.SERVER_TO_CLIENT, 2, Kind.HTTP_RESPONSE, status=200, headers=[["Content-Type", "application/json"], *cookies])
+    r.add(Direction.SERVER_TO_CLIENT, 2, Kind.MESSAGE, res(1, {"protocolVersion": "2025-11-25"}))
+    r.end(2)
+    cassette = Cassette(Header("http", {"url": "http://up/mcp"}), r.frames)
+    with replay_server(cassette) as server, httpx.Client(timeout=TIMEOUT) as http:
+        refused = http.post(server.url, json=req(7, "initialize", {}), headers=ACCEPT)
+        taken = http.post(server.url, json=req(7, "initialize", {}), headers={**ACCEPT, "Authorization": "Bearer T"})
+    assert refused.status_code == 401 and [value for _, value in challenges] == refused.headers.get_list("www-authenticate")
+    assert taken.status_code == 200 and taken.headers.get_list("set-cookie") == ["a=1", "b=2"]
+
+
 def batch_recording(sse: bool) -> Cassette:
     r = Recording()
     r.post(1, [req(1, "tools/list"), req(2, "prompts/list")])
