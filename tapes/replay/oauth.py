@@ -40,7 +40,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -137,6 +137,7 @@ class _Issued:
 
     code_challenge: str | None
     method: str | None
+    redirect_uri: str | None  # which the code's /token must name again (RFC 6749 4.1.3)
 
 
 def mcp_paths(frames: Sequence[Frame]) -> set[str]:
@@ -241,6 +242,7 @@ class AuthFlow:
         self.adapted: list[str] = []  # what was answered as the server answers any client, not as recorded
         self._issued: dict[str, _Issued] = {}
         self._traded: set[str] = set()  # codes traded for tokens since /authorize last handed them out
+        self._rotated: set[str] = set()  # refresh tokens the server issued another in place of
         self._redirect_uris: list[Any] | None = None  # what the live client registered, once it has
         self._taken: Counter[tuple[str, str, str | None]] = Counter()  # live MCP requests passed on, by method, path, token
 
@@ -375,9 +377,18 @@ class AuthFlow:
             self.adapted.append(f"{method} {path}: the live client asks with another {' and '.join(negotiable)}; "
                                 "answered as the recorded client was")
         self.served.add(chosen)
-        if not on_mcp and 200 <= exchange.status < 300 and isinstance(code := _traded_code(fields), str):
-            self._traded.add(code)
+        if not on_mcp and 200 <= exchange.status < 300:
+            if isinstance(code := _traded_code(fields), str):
+                self._traded.add(code)
+            if _rotates(fields, exchange):
+                self._rotated.add(fields["refresh_token"])
         return self._replayed(exchange, there, origins)
+
+    @cached_property
+    def _authorizes(self) -> bool:
+        """Whether the recording has the /authorize redirect that hands out codes (the live
+        client's codes then come from it)."""
+        return any("code" in query_fields(header(exchange.headers, "location") or "") for exchange in self.exchanges)
 
     def unprotected_discovery(self, method: str, path: str) -> str | None:
         """Why a live request for OAuth metadata gets a 404 although the recording has no such
@@ -442,13 +453,20 @@ class AuthFlow:
         return f"the redirect_uri {uri!r} is not among those the client registered"
 
     def _check_grant(self, fields: dict[str, Any]) -> str | None:
-        """At /token (`fields`: the request's form or JSON body): a code traded once already is
-        refused; the live code_verifier is checked against the live code_challenge of the code's
-        /authorize."""
+        """At /token (`fields`: the request's form or JSON body): a code is traded once, after the
+        replay's /authorize handed it out (when the recording has one), with the redirect_uri that
+        /authorize was given; the live code_verifier is checked against the live code_challenge of
+        the code's /authorize; a refresh token the server rotated is not taken again."""
+        if fields.get("grant_type") == "refresh_token" and fields.get("refresh_token") in self._rotated:
+            return "the refresh token was used already, and the server issued another in its place"
         code = _traded_code(fields)
         if isinstance(code, str) and code in self._traded:
             return "the authorization code was traded for tokens already (RFC 6749 4.1.2: a code is used once)"
         issued = self._issued.get(code) if isinstance(code, str) else None
+        if code is not None and issued is None and self._authorizes:
+            return "the authorization code was not handed out by /authorize"
+        if issued is not None and issued.redirect_uri is not None and fields.get("redirect_uri") != issued.redirect_uri:
+            return "the redirect_uri is not the one the authorization request named (RFC 6749 4.1.3)"
         verifier = fields.get("code_verifier")
         if issued is None or issued.code_challenge is None:
             return None
@@ -515,7 +533,8 @@ class AuthFlow:
             moved = stateless if state is None else moved if ("state", state) in moved else [*stateless, ("state", state)]
         code = dict(moved).get("code")
         if code is not None:
-            self._issued[code] = _Issued(_one(live.get("code_challenge")), _one(live.get("code_challenge_method")))
+            self._issued[code] = _Issued(_one(live.get("code_challenge")), _one(live.get("code_challenge_method")),
+                                         _one(live.get("redirect_uri")))
             self._traded.discard(code)
         if not to_client:
             return urlunsplit(parts._replace(query=urlencode(moved))) if moved != pairs else location
@@ -533,6 +552,17 @@ def _added(pairs: list[tuple[str, str]], own: list[tuple[str, str]]) -> list[tup
         else:
             added.append(pair)
     return added
+
+
+def _rotates(fields: dict[str, Any], exchange: AuthExchange) -> bool:
+    """Whether a refresh grant's recorded answer issued a new refresh token in place of the one
+    used (RFC 6749 10.4, rotation): the one used is then spent."""
+    used = fields.get("refresh_token")
+    if fields.get("grant_type") != "refresh_token" or not isinstance(used, str):
+        return False
+    answer = json_document(exchange.body)
+    issued = answer.get("refresh_token") if isinstance(answer, dict) else None
+    return isinstance(issued, str) and issued != used
 
 
 def _traded_code(fields: dict[str, Any]) -> Any:

@@ -49,10 +49,12 @@ class _Tape:
         self.frames.extend(self._framer.end(0.0, number, CLOSED))
 
 
-def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = CALLBACK, expires_after: int = 0) -> list[Frame]:
+def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = CALLBACK, expires_after: int = 0,
+               refresh: bool = False) -> list[Frame]:
     """A login to the MCP server at `server` whose authorization server is `issuer`: one origin
     (a reverse proxy's recording), or two, as a forward proxy records them (its metadata then too).
-    `expires_after`: that many more requests with the token are taken, then it is refused."""
+    `expires_after`: that many more requests with the token are taken, then it is refused.
+    `refresh`: the client refreshes its token, and the server rotates the refresh token."""
     tape = _Tape()
     refusal = [("WWW-Authenticate", f'Bearer resource_metadata="{server}/.well-known/oauth-protected-resource/mcp"'), *JSON]
     tape.exchange(server, "POST", "/mcp", JSON, INITIALIZE, 401, refusal, b'{"error":"invalid_token"}')
@@ -72,7 +74,11 @@ def _recording(server: str = RECORDED, issuer: str = RECORDED, callback: str = C
                             "client_id": "c1", "client_secret": "SECRET", "code_verifier": VERIFIER,
                             "resource": f"{server}/mcp"}).encode()
     tape.exchange(issuer, "POST", "/token", FORM, token_form, 200, JSON,
-                  json.dumps({"access_token": "TOKEN", "token_type": "Bearer"}).encode())
+                  json.dumps({"access_token": "TOKEN", "token_type": "Bearer", **({"refresh_token": "R1"} if refresh else {})}).encode())
+    if refresh:
+        tape.exchange(issuer, "POST", "/token", FORM, urlencode({"grant_type": "refresh_token", "refresh_token": "R1",
+                                                                 "client_id": "c1", "client_secret": "SECRET"}).encode(),
+                      200, JSON, json.dumps({"access_token": "TOKEN2", "token_type": "Bearer", "refresh_token": "R2"}).encode())
     answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}).encode()
     tape.exchange(server, "POST", "/mcp", [("Authorization", "Bearer TOKEN"), *JSON], INITIALIZE, 200,
                   [*JSON, ("Mcp-Session-Id", "s1")], answer)
@@ -399,6 +405,35 @@ def test_a_code_is_traded_once_until_authorize_hands_it_out_again() -> None:
     again = flow.answer("POST", *request)
     assert again is not None and again.status == 400 and json.loads(again.body)["error"] == "invalid_grant"
     assert flow.answer("POST", *_token_request(flow)).status == 200  # type: ignore[union-attr]
+
+
+def test_a_code_is_traded_with_the_redirect_uri_its_authorization_request_named() -> None:
+    """RFC 6749 4.1.3: the /token request names the redirect_uri the /authorize request did, as
+    the real server checks; and a code /authorize never handed out is none."""
+    flow, _ = _flow()
+    path, headers, body, live = _token_request(flow, redirect_uri="http://127.0.0.1:9/elsewhere")
+    other = flow.answer("POST", path, headers, body, live)
+    assert other is not None and other.status == 400 and "redirect_uri is not the one" in json.loads(other.body)["error_description"]
+    path, headers, body, live = _token_request(flow)
+    fields = [(name, value) for name, value in parse_qsl(body.decode()) if name != "redirect_uri"]
+    missing = flow.answer("POST", path, headers, urlencode(fields).encode(), live)
+    assert missing is not None and missing.status == 400
+    assert flow.answer("POST", path, headers, body, live).status == 200  # type: ignore[union-attr]
+    fresh, _ = _flow()  # no /authorize yet: the recorded code, guessed from the cassette, is no code
+    recorded = next(e for e in fresh.exchanges if e.path == "/token")
+    guessed = fresh.answer("POST", "/token", FORM, recorded.request_body, LIVE)
+    assert guessed is not None and "not handed out by /authorize" in json.loads(guessed.body)["error_description"]
+
+
+def test_a_refresh_token_the_server_rotated_is_not_taken_again() -> None:
+    flow, _ = AuthFlow.split(_recording(refresh=True), RECORDED)
+    tokens = json.loads(flow.answer("POST", *_token_request(flow)).body)  # type: ignore[union-attr]
+    refresh = urlencode({"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "client_id": "c1",
+                         "client_secret": "<redacted:1>"}).encode()
+    renewed = flow.answer("POST", "/token", FORM, refresh, LIVE)
+    assert renewed is not None and renewed.status == 200 and json.loads(renewed.body)["refresh_token"] != tokens["refresh_token"]
+    again = flow.answer("POST", "/token", FORM, refresh, LIVE)
+    assert again is not None and again.status == 400 and "used already" in json.loads(again.body)["error_description"]
 
 
 def test_authorize_does_not_redirect_to_a_uri_the_live_client_did_not_register() -> None:
