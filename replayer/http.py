@@ -69,7 +69,7 @@ from tapes.replay.index import check_replayable
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched, answer_payload
 from tapes.replay.session import ReplaySession, merged_report, summary
 from tapes.replay.oauth import AuthFlow
-from tapes.replay.sessions import RecordedSession, only_opened, opening_messages, split_sessions
+from tapes.replay.sessions import RecordedSession, does_work, messages_before, only_opened, split_sessions
 from tapes.replay.streams import (
     MALFORMED_EVENT,
     ChannelLog,
@@ -120,7 +120,6 @@ class _Session:
         self.live_id = live_id or recorded.session_id
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
-        self.worked = False  # the live client sent more than what opens a session
         self.deleted = False
         self.stream_closed = False  # legacy: the live client closed its SSE stream, the session's end
         self._changed = asyncio.Event()
@@ -138,6 +137,7 @@ class _Session:
         self.recorded = recorded
         self.recorded_id = recorded.session_id
         self._replay, self._name = replay, name
+        self.done: list[Any] = []  # the live client's work (see `does_work`) this recording played, in order
         heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
         self.opening_method = heads[0].get("method") if heads else None
         # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
@@ -153,7 +153,8 @@ class _Session:
         requests = [m for m in client_messages if classify(m) is MessageType.REQUEST]
         # what a live session is matched by: the first request the recorded client sent (initialize)
         self.first_request = requests[0] if requests else None
-        self.work = [m for m in requests if not only_opened([m["method"]])]  # the requests past the opening
+        self.work = [frame.message for frame in recorded.frames  # what its client did past the opening, in order
+                     if frame.from_client and frame.kind is Kind.MESSAGE and does_work(frame.message)]
 
     @property
     def replay(self) -> ReplaySession:
@@ -187,29 +188,46 @@ class _Session:
 
     def takes_on(self, request: dict[str, Any], control: ReplayControl) -> bool:
         """Whether the recorded client sent a request like this live one past its opening."""
-        return any(control.matcher.matches(recorded, request) for recorded in self.work)
+        return any(isinstance(recorded, dict) and control.matcher.matches(recorded, request) for recorded in self.work)
 
-    def continue_in(self, other: _Session, path: str) -> None:
+    def goes_on_with(self, done: Sequence[Any], request: dict[str, Any], control: ReplayControl) -> bool:
+        """Whether the recorded client did, past its opening, what a live one did (`done`), then
+        sent a request like this one: the recording a live session that went on another way
+        belongs to (clients that opened alike arrived in another order)."""
+        return len(self.work) > len(done) and all(
+            _alike(recorded, live, control) for recorded, live in zip([*self.work[: len(done)], self.work[len(done)]], [*done, request],
+                                                                     strict=True))
+
+    def continue_in(self, other: _Session, path: str, done: int = 0) -> None:
         """Go on in `other`'s recording, a session its client opened the same way, for a live
-        request this recording lacks (a client that runs one session per step recorded it, as
-        the Inspector does). `other`'s opening is played as recorded, the live GET stream carries
-        what its GET stream carried, and `other` keeps what this session played: the partly
-        played session, or, if the live client only opened it, that session afresh for another."""
-        left, played = self.recorded, self.replay
+        request this recording lacks. With `done` > 0, `other`'s client did first what the live
+        one did here (clients opened alike and arrived in another order): what `other`'s client
+        sent up to there is played again, silently (the live client had the answers), and this
+        recording is left afresh for another client. With none, the live client runs in one
+        session what `other`'s client ran in another (a client that runs one session per step
+        recorded it, as the Inspector does): `other`'s opening is played as recorded, and this
+        recording keeps what it played (afresh, if the live client only opened it). Either way the
+        live GET stream carries what `other`'s GET stream carries from there."""
+        left, played, history = self.recorded, self.replay, self.done
         self._play(other.recorded, name=other.recorded_id)
-        for frame in opening_messages(other.recorded.frames):
+        for frame in messages_before(other.recorded.frames, done):
             self.perform(self.replay.receive(frame.payload))
         if self.standalone_stream is not None:
             opened = self.replay.open("GET", path)
             if opened.channel is not None:
+                if done:  # what it carried for what was played again, the live client had from this recording
+                    self.perform(opened)
                 self._aliases[opened.channel] = self.standalone_stream
-            self.perform(opened)
+            if not done:
+                self.perform(opened)
         other.book = StreamBook()
-        if self.worked:
+        keeps = bool(history) and not done
+        if keeps:
             other._play(left, played)
         else:
             other._play(left, name=left.session_id)
-        other.claimed, self.worked = self.worked, False
+        other.claimed = keeps
+        self.done = history if done else []
 
     def perform(self, reception: Reception) -> list[Reply]:
         """File released frames under their channels and wake the connections reading them;
@@ -304,7 +322,10 @@ class HttpReplayer:
             for recorded in recorded_sessions:  # what indexing a session would refuse, refused now
                 check_replayable(recorded.frames)
             self._sessions = [_Session(recorded, control, new_episodes) for recorded in recorded_sessions]
-        self._originals = list(self._sessions)  # one per recorded session, in recorded order
+        # The pool: for each recorded session, in recorded order, the session object that holds it
+        # (a live session goes on in another recording by trading recordings: `_continue`).
+        self._slots = list(self._sessions)
+        self._position = {id(session.recorded): index for index, session in enumerate(self._slots)}
         self.options.faults.check(Counter(f.channel for f in mcp_frames if f.kind is Kind.SSE_EVENT),
                                   (s.recorded_id for s in self._sessions if s.recorded_id is not None))
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
@@ -489,15 +510,12 @@ class HttpReplayer:
         if session.handover is not None:
             return await session.handover.forward(request, body)
         reception = session.replay.receive(body, incoming, list(request.headers.items()), path=_path(request))
-        if reception.missed and (other := self._continuation(session, message)) is not None:
+        if reception.missed and (found := self._continuation(session, message)) is not None:
             session.replay.withdraw_misses(reception.missed)
-            self._adapted.append(f"{message['method']} id {message['id']!r}: played from recorded session "
-                                 f"{other.recorded_id}, which its client opened for it (the live client went on in one session)")
-            session.continue_in(other, _path(request))
+            self._continue(session, *found, message, _path(request))
             reception = session.replay.receive(body, incoming, list(request.headers.items()), path=_path(request))
-        if message is not None and not reception.missed:
-            session.worked = session.worked or not only_opened({item.get("method") for item in items(message)
-                                                                if isinstance(item, dict)})
+        if does_work(message) and reception.channel is not None and not reception.missed and not reception.repeated:
+            session.done.append(message)
         if reception.missed and session.replay.may_hand_over:
             if (handed_over := await self._hand_over(request, session, body, reception.missed)) is not None:
                 return handed_over
@@ -593,7 +611,7 @@ class HttpReplayer:
                     sessionless, f"{_what(request, message)}: served the recorded exchanges outside a session again "
                     "from their start (a client started over)")
             return sessionless
-        if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._originals):
+        if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._slots):
             return self._refused(request, message, 400, "Bad Request: Mcp-Session-Id header is required",
                                  "it names no session, and opens none (the recorded sessions open with initialize)")
         return self._refused(request, message, 400,
@@ -617,16 +635,42 @@ class HttpReplayer:
         """A live request refused before any session's engine saw it: the recording has no answer to it."""
         self._unrouted.append(Unmatched(_what(request, message), reason))
 
-    def _continuation(self, session: _Session, message: Any) -> _Session | None:
-        """For a live request its Streamable HTTP session's recording lacks: a recorded session no
-        live client has opened, opened the way this one was, whose client sent such a request."""
+    def _continuation(self, session: _Session, message: Any) -> tuple[_Session, int] | None:
+        """For a live request its Streamable HTTP session's recording lacks: another recorded
+        session opened the way this one was, and how much of it the live client did already. One
+        whose client did what the live one did so far, then this request, first (clients that
+        opened alike arrived in another order); else one whose client sent such a request at all
+        (a client that ran one session per step). One no live client plays first; else it is
+        served again, from a copy."""
         if (session.legacy_stream is not None or session.recorded_id is None or session.first_request is None
                 or classify(message) is not MessageType.REQUEST):
             return None
         control = self._control
-        return next((other for other in self._originals
-                     if not other.claimed and other.recorded_id is not None and other.legacy_stream is None
-                     and other.opens_like(session.first_request, control) and other.takes_on(message, control)), None)
+        alike = [other for other in self._slots
+                 if other.recorded is not session.recorded and other.recorded_id is not None and other.legacy_stream is None
+                 and other.opens_like(session.first_request, control)]
+        found = ([(other, len(session.done)) for other in alike if other.goes_on_with(session.done, message, control)]
+                 + [(other, 0) for other in alike if other.takes_on(message, control)])
+        return next((choice for choice in found if not choice[0].claimed), next(iter(found), None))
+
+    def _continue(self, session: _Session, other: _Session, done: int, message: dict[str, Any], path: str) -> None:
+        """`session` goes on in `other`'s recording (see `_Session.continue_in`); the pool keeps
+        each recording once, in the slot of its recorded order."""
+        again = other.claimed
+        if again:  # another live session plays it: a fresh copy
+            other = self._copy(other)
+        how = ("whose client did what this one did before it (clients that opened alike came in another order)" if done
+               else "which its client opened for it (the live client went on in one session)")
+        self._adapted.append(f"{message['method']} id {message['id']!r}: played from recorded session {other.recorded_id}"
+                             f"{' again, from a copy' if again else ''}, {how}")
+        left, right = self._position[id(session.recorded)], self._position[id(other.recorded)]
+        session.continue_in(other, path, done)  # `other` now holds the recording `session` left
+        if self._slots[right] is other:
+            self._slots[right] = session
+        if self._slots[left] is session:
+            self._slots[left] = other
+        elif not other.claimed:  # a copy the live session left, played by none
+            self._sessions.remove(other)
 
     def _open_session(self, method: str, opening: dict[str, Any] | None, user_agent: str | None) -> _Session | Response | None:
         """The recorded session a new live session plays: an unclaimed one whose opening request
@@ -640,7 +684,7 @@ class HttpReplayer:
         --repeats strict-order an error naming it, counted as unmatched. None: no recorded session
         opens this way."""
         control = self._control
-        recorded = [s for s in self._originals if s.recorded_id and s.opening_method == method]
+        recorded = [s for s in self._slots if s.recorded_id and s.opening_method == method]
         # past the first choices, a session that did more than open goes first (see `only_opened`)
         worked_first = sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
         if opening is not None:
@@ -670,14 +714,19 @@ class HttpReplayer:
 
     def _served_again(self, played: _Session, noted: str) -> _Session:
         """A fresh copy of a recorded session already played, served from its start; `noted` as adapted."""
+        copy = self._copy(played)
+        copy.claimed = True
+        self._adapted.append(noted)
+        return copy
+
+    def _copy(self, played: _Session) -> _Session:
+        """A fresh copy of a recorded session, under a live id of its own."""
         self._served_again_count += 1
         copy = _Session(played.recorded, self._control, self.options.new_episodes is not None,
                         live_id=f"{played.recorded_id}-again-{self._served_again_count}" if played.recorded_id else None)
-        copy.claimed = True
         self._sessions.append(copy)
         if copy.live_id is not None:
             self._live[copy.live_id] = copy
-        self._adapted.append(noted)
         return copy
 
     async def _hand_over(self, request: Request, session: _Session, body: bytes, misses: int) -> Response | None:
@@ -885,6 +934,16 @@ async def _cut_after(body: bytes) -> AsyncIterator[bytes]:
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
     return encode([*items(parse(body)), *(reply.message for reply in replies)])
+
+
+def _alike(recorded: Any, live: Any, control: ReplayControl) -> bool:
+    """Whether a live message (`does_work`) is like a recorded one: a request by the matcher, a
+    batch by the methods of its items."""
+    if isinstance(recorded, dict) and isinstance(live, dict):
+        return control.matcher.matches(recorded, live)
+    methods = [[item.get("method") if isinstance(item, dict) else None for item in message]
+               for message in (recorded, live) if isinstance(message, list)]
+    return len(methods) == 2 and methods[0] == methods[1]
 
 
 def _what(request: Request, message: Any) -> str:

@@ -41,23 +41,25 @@ def only_opened(client_methods: Collection[str | None]) -> bool:
     return _OPENING_METHODS.issuperset(client_methods)
 
 
-def opening_messages(frames: Sequence[Frame]) -> list[Frame]:
-    """The recorded client's messages up to the first that did more than open the session (see
-    `only_opened`): what a session played from its start must be sent to get where a live session
-    that already opened goes on."""
-    opening = []
+def messages_before(frames: Sequence[Frame], done: int = 0) -> list[Frame]:
+    """The recorded client's messages before its work number `done` (from 0: its first message
+    that did more than open the session, see `does_work`): what a session played from its start
+    must be sent to get where a live session goes on that opened it and did `done` such things."""
+    sent = []
     for frame in frames:
         if frame.from_client and frame.kind is Kind.MESSAGE:
-            if _does_work(frame):
-                break
-            opening.append(frame)
-    return opening
+            if does_work(frame.message):
+                if not done:
+                    break
+                done -= 1
+            sent.append(frame)
+    return sent
 
 
-def _does_work(frame: Frame) -> bool:
-    """Whether a recorded client message did more than open its session."""
-    message = frame.message
-    return not isinstance(message, dict) or not only_opened([message.get("method")])
+def does_work(message: Any) -> bool:
+    """Whether a client message does more than open its session: a request past the opening, or a
+    batch. (A notification, an answer to the server, rides along with what it belongs to.)"""
+    return isinstance(message, list) or (classify(message) is MessageType.REQUEST and not only_opened([message["method"]]))
 
 
 def _opening(messages: Sequence[Frame]) -> tuple[str, Any] | None:
@@ -70,7 +72,7 @@ def _opening(messages: Sequence[Frame]) -> tuple[str, Any] | None:
 
 def _past_opening(messages: list[Frame]) -> list[Frame]:
     """A session's messages from its client's first that did more than open it."""
-    start = next((index for index, frame in enumerate(messages) if frame.from_client and _does_work(frame)), len(messages))
+    start = next((index for index, frame in enumerate(messages) if frame.from_client and does_work(frame.message)), len(messages))
     return messages[start:]
 
 

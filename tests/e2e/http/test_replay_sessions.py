@@ -69,6 +69,25 @@ def test_sessions_are_matched_by_their_opening_not_claimed_in_arrival_order(reco
     assert titles == list(reversed(names))
 
 
+def test_sessions_opened_alike_serve_their_clients_in_any_order_and_again(recorded: Callable[..., Path]) -> None:
+    """Three clients opened alike, then did different things. Live, they come in the reverse order
+    and then in the recorded order again: each live session goes on in the recording whose client
+    did what it does (C first starts in A's, goes on in B's with its read, and in C's with its
+    count, which B's lacks), and the second round plays copies. Nothing is a miss."""
+    count = {"method": "tools/call", "name": "count", "arguments": {"n": 2}}
+    read = {"method": "resources/read", "uri": "notes://index"}
+    sessions = {"A": [{**count, "arguments": {"n": 1}}], "B": [read], "C": [read, count]}
+    cassette = recorded(*(("alike", steps) for steps in sessions.values()))
+    replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
+    rounds = [{name: RawClient(replayer.url, "alike").run(sessions[name])["steps"] for name in order} for order in ("CBA", "ABC")]
+    code, summary = replayer.stop()
+    assert code == 0 and " 0 unmatched" in summary and " unmatched " not in summary.replace(" 0 unmatched", ""), summary
+    assert rounds[0] == rounds[1]
+    results = rounds[0]
+    assert [step["result"]["content"][0]["text"] for step in (*results["A"], results["C"][1])] == ["counted to 1", "counted to 2"]
+    assert results["B"][0]["result"]["contents"] == results["C"][0]["result"]["contents"]
+
+
 def test_a_used_session_is_served_again_from_its_start_or_refused_by_name_under_strict_order(
         recorded: Callable[..., Path]) -> None:
     cassette = recorded(("only", [add_note("once")]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tapes.cassette.frames import Direction, Frame, Kind
-from tapes.replay.sessions import only_opened, opening_messages
+from tapes.replay.sessions import messages_before, only_opened
 
 
 @pytest.mark.parametrize(("methods", "opened"), [
@@ -34,5 +34,9 @@ def test_a_session_opened_with_what_its_client_sent_before_its_first_work() -> N
     work = _client(7, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     ping = _client(8, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
     frames = [initialize, answer, initialized, roots, head, work, ping]
-    assert opening_messages(frames) == [initialize, initialized, roots]
-    assert opening_messages([initialize, _client(9, [{"jsonrpc": "2.0", "method": "ping", "id": 3}])]) == [initialize]  # a batch is work
+    assert messages_before(frames) == [initialize, initialized, roots]
+    assert messages_before([initialize, _client(9, [{"jsonrpc": "2.0", "method": "ping", "id": 3}])]) == [initialize]  # a batch is work
+    # ... and to where a live client that did some work goes on: what the recorded client sent up to its next
+    cancel = _client(10, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    more = _client(11, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x"}})
+    assert messages_before([*frames, cancel, more], done=1) == [initialize, initialized, roots, work, ping, cancel]
