@@ -682,7 +682,8 @@ class ReplayEngine:
         method, request_id, params = request["method"], request["id"], params_of(request)
         capabilities = self._recorded_capabilities()
         needed = CAPABILITY_OF.get(method)
-        if method == PING or (method == SET_LEVEL and params.get("level") in LOG_LEVELS
+        level = params.get("level")
+        if method == PING or (method == SET_LEVEL and isinstance(level, str) and level in LOG_LEVELS
                               and capabilities is not None and needed in capabilities):
             self._empty_answers[method] += 1  # counted, not listed: a client may ping all day
             return Reply.result(request_id, {})

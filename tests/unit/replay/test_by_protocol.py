@@ -128,6 +128,9 @@ def test_a_log_level_gets_an_empty_result_only_from_a_server_that_declared_loggi
     assert engine.report.clean and engine.report.adapted[-1].startswith("logging/setLevel ×1: answered with an empty result")
     [refused] = send(engine, req(3, "logging/setLevel", {"level": "loud"}))  # not a level: the server would refuse it
     assert refused["error"]["code"] == NO_MATCH
+    for odd in ({"x": 1}, [], None):  # no level either (a dict crashed the replay)
+        [refused] = send(engine, req(4, "logging/setLevel", {"level": odd}))
+        assert refused["error"]["code"] == NO_MATCH
     without = ReplayEngine(SESSION)  # its server declared tools only: it has no logging/setLevel
     [error] = send(without, req(2, "logging/setLevel", {"level": "debug"}))
     assert error["error"] == {"code": METHOD_NOT_FOUND, "message": "Method not found"} and without.report.clean
