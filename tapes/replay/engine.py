@@ -929,8 +929,8 @@ class ReplayEngine:
         result = item["result"]
         if frame.channel != STDIO:
             self._held_ends.add(self._input_streams.get(frame.channel, frame.channel))
-        asked = list(result["inputRequests"].values())  # (the keys named the recorded client's answers in its retry)
-        methods = ", ".join(sorted({request.get("method", "?") for request in asked}))
+        asked = list(result["inputRequests"].items())  # (the keys name the recorded client's answers in its retry)
+        methods = ", ".join(sorted({request.get("method", "?") for _, request in asked}))
         self._adapted.append(f"{owner.request['method']} id {owner.live_id!r}: the recorded input_required result sent as "
                              f"{methods} requests, as a server of both eras asks a client that opened with initialize")
         return self._ask(_InputRound(owner, frame, asked, result.get("requestState")))
@@ -966,10 +966,11 @@ class ReplayEngine:
         return Action(frame._replace(channel=live), action.payload, action.gap)
 
     def _ask(self, input_round: _InputRound) -> dict[str, Any]:
-        request = input_round.asked.pop(0)
+        key, request = input_round.asked.pop(0)
         self._input_requests_sent += 1
         request_id = f"mcp-tapes-input-{self._input_requests_sent}"
         self._input_asked[request_id] = input_round
+        input_round.answers.append((key, None))
         asking = {"jsonrpc": "2.0", "id": request_id, "method": request.get("method")}
         if "params" in request:
             asking["params"] = request["params"]
@@ -980,6 +981,7 @@ class ReplayEngine:
         the recorded retry that carried the recorded client's answers is played for the request
         that got input_required, under its live id."""
         input_round = self._input_asked.pop(answer["id"])
+        input_round.answers[-1] = (input_round.answers[-1][0], answer)
         owner = input_round.owner
         if input_round.asked:
             asking = self._ask(input_round)
@@ -993,6 +995,11 @@ class ReplayEngine:
                       "(the recorded client stopped there)")
             self._miss(f"{owner.request['method']} id {owner.live_id!r}", reason)
             return self._on_asking_stream(input_round, [Reply.error(owner.live_id, NO_MATCH, f"mcp-tapes: {reason}")])
+        recorded = params_of(retry.request).get("inputResponses")
+        for key, live in input_round.answers:  # played on (what the server did next came of the recorded ones), but a miss
+            if isinstance(recorded, dict) and live is not None and (
+                    otherwise := _answered_otherwise({"jsonrpc": "2.0", "id": live["id"], "result": recorded.get(key)}, live)):
+                self._miss(f"response id {live['id']!r}", otherwise)
         matched, replies = self._receive_request({**retry.request, "id": owner.live_id}, size)
         if matched is not None:
             retry.live_token, retry.live_stateless = owner.live_token, False
@@ -1114,8 +1121,9 @@ class _InputRound:
 
     owner: Interaction  # the request that got it
     frame: Frame  # the recorded result's: where the requests go out (its HTTP exchange's stream)
-    asked: list[dict[str, Any]]  # its input requests not asked yet
+    asked: list[tuple[str, dict[str, Any]]]  # its input requests not asked yet, by the key its retry answers them under
     state: Any  # its requestState, which the recorded retry carried
+    answers: list[tuple[str, dict[str, Any] | None]] = dataclasses.field(default_factory=list)  # the live client's, by key
 
 
 def _as_event_stream(info: dict[str, Any]) -> dict[str, Any]:

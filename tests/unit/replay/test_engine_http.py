@@ -267,3 +267,17 @@ def test_input_asked_over_http_without_a_recorded_retry_ends_the_stream_with_an_
     assert (channel, kind, error["id"], end) == ("http:2", "sse_event", 7, ("http:2", "stream_end", None))
     assert "no retry of tools/call" in error["error"]["message"]
     assert [miss.summary for miss in engine.report.unmatched] == ["tools/call id 7"]
+
+
+def test_an_input_request_answered_otherwise_than_recorded_is_a_miss_and_plays_on() -> None:
+    """The recorded client answered the sampling with a result (its retry carries it); an error
+    from the live one is a miss, as for any server request, and the recorded retry still plays."""
+    engine = ReplayEngine(stateless_asking_recording().frames)
+    engine.start()
+    engine.receive(json.dumps(req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}})).encode())
+    engine.receive(json.dumps(req(7, "tools/call", {"name": "ask"})).encode())
+    refused = {"jsonrpc": "2.0", "id": "mcp-tapes-input-1", "error": {"code": -1, "message": "no"}}
+    got = engine.receive(json.dumps(refused).encode())
+    assert what(got.actions)[0] == ("http:2", "sse_event", res(7, {"content": []}))
+    [miss] = engine.report.unmatched
+    assert miss.summary == "response id 'mcp-tapes-input-1'" and "answered with a result, this one with an error (-1: no)" in miss.reason
