@@ -40,7 +40,7 @@ from tapes.wire.eras import (
 )
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (
-    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, meta_of, params_of, read_client,
+    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, meta_of, params_of, read_client, usable_id,
     wire_form,
 )  # fmt: skip
 
@@ -181,6 +181,7 @@ class ReplayEngine:
         self._consumed: set[ItemKey] = set()  # what a server frame indexed later no longer waits for
         self._by_live_id: dict[Any, Interaction] = {}
         self._ready: list[ServerItem] = []
+        self._asked: Counter[Any] = Counter()  # server request ids sent (or ready to be) and not answered yet
         self._trigger_time = 0.0  # recorded time of the client message that released what is ready
         self._report = Report()
         self._adapted: list[str] = []  # what a client unlike the recorded one got by the protocol, one line each
@@ -299,7 +300,15 @@ class ReplayEngine:
         for key in deps:
             self._dependents[key].append(server_item)
         if not deps:
-            self._ready.append(server_item)
+            self._make_ready(server_item)
+
+    def _make_ready(self, server_item: ServerItem) -> None:
+        """It goes out with the next release: a request of the server's among it may be answered."""
+        self._ready.append(server_item)
+        if server_item.frame.message is not None:
+            for item in items(server_item.frame.message):
+                if isinstance(item, dict) and "method" in item and usable_id(item.get("id")):
+                    self._asked[item["id"]] += 1
 
     # --- driving ---------------------------------------------------------------------------
 
@@ -507,7 +516,12 @@ class ReplayEngine:
                 return None, self._input_answered(item, size)
             recorded = self._until(lambda: self._queue(self._answers, self._index.answers, item["id"]))
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
+            if recorded and not self._asked[item["id"]]:
+                # what the recorded server did next waits for an answer to what it has not asked yet
+                self._miss(miss[0], "the server has not sent a request with that id yet")
+                return None, []
             if recorded:
+                self._asked[item["id"]] -= 1
                 recorded_answer = items(self._item_frames[recorded[0]].message)[recorded[0][1]]
                 self._learn_client_task(recorded_answer, item)
                 if (otherwise := _answered_otherwise(recorded_answer, item)) is not None:
@@ -1033,7 +1047,7 @@ class ReplayEngine:
         for server_item in self._dependents.pop(key, ()):
             server_item.waiting -= 1
             if server_item.waiting == 0:
-                self._ready.append(server_item)
+                self._make_ready(server_item)
 
     def _release(self) -> list[Action]:
         actions = []

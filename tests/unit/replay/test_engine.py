@@ -96,6 +96,23 @@ def test_server_request_waits_for_the_clients_answer() -> None:
     assert engine.report.clean
 
 
+def test_an_answer_to_a_server_request_not_sent_yet_is_a_miss_and_the_real_answer_still_plays() -> None:
+    """An answer ahead of its question is no answer: it is a miss, what the server did next still
+    waits for the request and the live answer to it, and that answer is taken."""
+    frames = recording(
+        ("c", req(1, "tools/call", {"name": "ask"})),
+        ("s", req(0, "roots/list")),
+        ("c", res(0, {"roots": []})),
+        ("s", res(1, "answered")),
+    )
+    engine = ReplayEngine(frames)
+    assert send(engine, res(0, {"roots": []})) == []
+    assert [miss.reason for miss in engine.report.unmatched] == ["the server has not sent a request with that id yet"]
+    assert send(engine, req(5, "tools/call", {"name": "ask"})) == [req(0, "roots/list")]
+    assert send(engine, res(0, {"roots": []})) == [res(5, "answered")]
+    assert len(engine.report.unmatched) == 1
+
+
 def test_a_server_request_is_not_sent_to_a_client_that_did_not_declare_its_capability() -> None:
     """A server asks for roots only of a client that declared roots: the recorded client did, this
     one did not. The request is not sent, the recorded answer stands in, and what followed plays."""
