@@ -12,6 +12,7 @@ import copy
 import json
 from collections.abc import Iterator, Callable, Hashable, Iterable
 from dataclasses import dataclass
+from itertools import chain, islice
 from typing import Any
 
 from tapes.cassette.scrub import function_spec, load_function
@@ -88,14 +89,21 @@ def _pieces(value: Any, cut: int) -> Iterator[str]:
         yield _PREVIEW.encode(value[:cut] if isinstance(value, str) else plain(value))
 
 
+MEMBERS_COUNTED = 64
+"""Differing members counted at most when two large values are compared member by member: past
+that, a candidate is as far from the live request as any (a request of a million members must not
+cost a million differences per candidate)."""
+
+
 def member_differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:
     """Where two JSON values differ, member by member of the top level only, each member compared
-    whole: for values too large to walk in depth."""
+    whole: for values too large to walk in depth. The first MEMBERS_COUNTED of them."""
     if not (isinstance(recorded, dict) and isinstance(live, dict)):
         return [] if type(recorded) is type(live) and recorded == live else [Difference(path, recorded, live)]
-    keys = [*recorded, *(key for key in live if key not in recorded)]
+    differing = (key for key in chain(recorded, (key for key in live if key not in recorded))
+                 if recorded.get(key, MISSING) != live.get(key, MISSING))
     return [Difference(f"{path}/{escape(plain(key))}", recorded.get(key, MISSING), live.get(key, MISSING))
-            for key in keys if recorded.get(key, MISSING) != live.get(key, MISSING)]
+            for key in islice(differing, MEMBERS_COUNTED)]
 
 
 def differences(recorded: Any, live: Any, path: str = "") -> list[Difference]:

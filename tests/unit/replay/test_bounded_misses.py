@@ -11,7 +11,7 @@ from typing import Any
 from tapes.cassette.frames import Frame
 from tapes.cassette.stdio_framer import StdioFramer, Stream
 from tapes.replay.engine import DEEP_DIFF_SIZE, NEAREST_CANDIDATES, ReplayEngine
-from tapes.replay.matching import Difference, Matcher
+from tapes.replay.matching import MEMBERS_COUNTED, Difference, Matcher
 from tapes.replay.outcomes import SUMMARY_LIMIT, Report, Unmatched
 
 
@@ -70,6 +70,15 @@ def test_a_large_request_is_compared_member_by_member() -> None:
     said = miss(engine, {"n": 1, "blob": "x" * (DEEP_DIFF_SIZE + 1)})
     assert len(matcher.compared) == NEAREST_CANDIDATES and not any(matcher.compared)
     assert "differing at /params/arguments: " in said and len(said) < 400  # the blob is shown cut short
+
+
+def test_a_request_of_many_members_costs_a_bounded_count_of_differences() -> None:
+    """250 000 params: each candidate's differing members are counted to MEMBERS_COUNTED, not one
+    by one to the end (a 4 MB body held an HTTP replay's event loop for seconds)."""
+    many = {f"k{n}": 0 for n in range(250_000)}
+    recorded = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}
+    found = Matcher().differences(recorded, {**recorded, "params": many}, deep=False)
+    assert len(found) == MEMBERS_COUNTED and found[0].path == "/params/name"
 
 
 def test_a_method_the_recording_lacks_is_compared_with_the_first_requests_of_any_method() -> None:
