@@ -225,7 +225,8 @@ def frame_from_record(record: dict[str, Any]) -> Frame:
     for key in ("seq", "t", "dir", "ch", "kind"):
         if key not in record:
             raise ValueError(f"it has no {key}")
-    direction, kind = _DIRECTIONS.get(record["dir"]), _KINDS.get(record["kind"])  # type: ignore[call-overload]
+    named = [value if isinstance(value, str) else None for value in (record["dir"], record["kind"])]  # a list has no name
+    direction, kind = _DIRECTIONS.get(named[0]), _KINDS.get(named[1])  # type: ignore[call-overload]
     if direction is None or kind is None:
         raise ValueError(f"its direction {record['dir']!r:.20} or kind {record['kind']!r:.20} is unknown")
     get = record.get
@@ -264,6 +265,8 @@ def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data
     what every reader of frames relies on), or None."""
     if type(seq) is not int:
         return "its seq is not an integer"
+    if not -(2**63) <= seq < 2**64:  # what msgpack can hold (a JSON Lines cassette can hold more)
+        return "its seq is out of range"
     if type(t) is not float:
         return "its time is not a number"
     if not math.isfinite(t):
@@ -502,7 +505,10 @@ def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
 
 def _bytes_from_json(record: dict[str, Any], name: str, where: str) -> None:
     if isinstance(record.get("text"), str):
-        record["data"] = record.pop("text").encode("utf-8")
+        try:
+            record["data"] = record.pop("text").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, which a \u escape can say
+            raise CassetteError(f"{name}: {where} has text that is not UTF-8 (a lone surrogate)") from None
     elif isinstance(record.get("data"), str):
         try:
             record["data"] = base64.b64decode(record["data"], validate=True)

@@ -348,6 +348,8 @@ V1_RAW = {"seq": 1, "t": 0.5, "dir": "c2s", "ch": "stdio", "kind": "raw", "data"
         pytest.param({**V1_RAW, "kind": "nonsense"}, "kind 'nonsense' is unknown", id="unknown kind"),
         pytest.param({**V1_RAW, "t": NAN}, "its time is nan, not a finite number", id="NaN time"),
         pytest.param({**V1_RAW, "kind": "message", "msg": {"id": 1}}, "not a JSON-RPC message", id="not JSON-RPC"),
+        pytest.param({**V1_RAW, "dir": ["c2s"]}, "direction ['c2s'] or kind 'raw' is unknown", id="direction a list"),
+        pytest.param({**V1_RAW, "kind": {}}, "direction 'c2s' or kind {} is unknown", id="kind a map"),
     ],
 )
 def test_a_bad_v1_frame_is_one_sentence_naming_the_frame_and_byte(record: object, problem: str) -> None:
@@ -358,6 +360,20 @@ def test_a_bad_v1_frame_is_one_sentence_naming_the_frame_and_byte(record: object
     assert message.startswith(f"a.tape: frame 2 (byte {len(head)}) is not a valid frame ")
     assert problem in message
     _assert_one_sentence(message)
+
+
+def test_jsonl_text_that_utf8_cannot_hold_names_its_frame(tmp_path: Path) -> None:
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:2]), tmp_path / "a.jsonl", jsonl=True)
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
+    stderr = json.dumps({"seq": 3, "t": 0.5, "dir": "s2c", "ch": "stdio", "kind": "stderr", "text": "\ud800"}).encode() + b"\n"
+    with pytest.raises(CassetteError) as caught:
+        loads(lines[0] + lines[1] + lines[2] + stderr, "a.jsonl")
+    assert str(caught.value).startswith("a.jsonl: frame 3 ") and "lone surrogate" in str(caught.value)
+    _assert_one_sentence(str(caught.value))
+    # a seq msgpack has no room for, which only JSON Lines can hold (a page of `tapes view` packs it)
+    huge = json.dumps({"seq": 2**64, "t": 0.5, "dir": "s2c", "ch": "stdio", "kind": "stderr", "text": "x"}).encode() + b"\n"
+    with pytest.raises(CassetteError, match=r"frame 3 .* \(its seq is out of range\)"):
+        loads(lines[0] + lines[1] + lines[2] + huge, "a.jsonl")
 
 
 def test_garbage_jsonl_line_names_frame_byte_and_line(tmp_path: Path) -> None:
