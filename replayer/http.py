@@ -809,10 +809,15 @@ class HttpReplayer:
 
     async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Reply]) -> AsyncIterator[bytes]:
         log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
-        for reply in made_up:
+        cut = bool(made_up) and session.engine.cut_inside(channel)
+        for reply in () if cut else made_up:
             yield sse_bytes(as_stream_message(channel, reply.payload))
         while True:
             while position >= len(log.body):
+                if cut:  # the recording stops here: what it has, then the errors that say so, and the end
+                    for reply in made_up:
+                        yield sse_bytes(as_stream_message(channel, reply.payload))
+                    return
                 if session.closing:
                     return
                 await session.changed()

@@ -410,6 +410,12 @@ class ReplayEngine:
         head will ever come, and its requests get errors saying so (`_cut_short`)."""
         return channel in self._index.headless
 
+    def cut_inside(self, channel: str) -> bool:
+        """Whether the recording stops inside this HTTP exchange's event stream, before it answered
+        a request it carried: once what it has is sent, with the error saying so, the stream ends."""
+        self.index_all()
+        return channel in self._index.cut_streams
+
     def held_open(self, channel: str) -> bool:
         """Whether the recorded client closed this exchange's stream before the server answered
         what it carried, or closed its GET stream (the standalone one, a legacy session's): the

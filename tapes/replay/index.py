@@ -136,6 +136,7 @@ class RecordingIndex:
     # left unanswered, which no live client would ever get an answer to (see `_Walk.cut_off`).
     cut_off: set[Interaction] = field(default_factory=set)
     headless: set[str] = field(default_factory=set)  # ... and the HTTP exchanges of those cut before their response head
+    cut_streams: set[str] = field(default_factory=set)  # ... and those cut inside their event stream
 
     complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
     _walk: _Walk = field(init=False, repr=False)
@@ -181,7 +182,9 @@ class RecordingIndex:
             self._frames = iter(())
             self.cut_off = self._walk.cut_off()  # before the unended JSON answers are ended, as they were not
             ended = self._walk.end_unended()
-            self.headless = {interaction.channel for interaction in self.cut_off} - self._walk.headed
+            cut = {interaction.channel for interaction in self.cut_off}
+            self.headless = cut - self._walk.headed
+            self.cut_streams = cut - self.headless - self._walk.ended
         return walked > 0 or ended > 0
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:

@@ -350,3 +350,18 @@ def test_a_request_the_recording_stops_inside_gets_an_error_at_once(kept: int) -
         answer = httpx.post(replay.url, content=body.payload, headers=headers, timeout=10)
     error = answer.json()["error"]
     assert error["code"] == NO_MATCH and "the recording stops before the answer to tools/call #2" in error["message"]
+
+
+def test_a_request_the_recording_stops_inside_its_event_stream_gets_what_came_then_the_error_and_the_end() -> None:
+    """Cut after the initialize answer's priming event: the client gets that event, then the error
+    saying the recording stops there, and the end of the stream (it was left open for ever)."""
+    recorded = load(CASSETTES / "everything-http-2025-11-25.tape")
+    priming = next(f for f in recorded.frames if f.kind is Kind.SSE_EVENT)
+    cut = Cassette(recorded.header, [f for f in recorded.frames if f.seq <= priming.seq])
+    initialize = next(f for f in recorded.frames if f.channel == priming.channel and f.kind is Kind.MESSAGE)
+    with replay_server(cut) as replay:
+        answer = httpx.post(replay.url, content=initialize.payload, headers=ACCEPT, timeout=10)
+    events = [line for line in answer.text.splitlines() if line.startswith(("id:", "data:"))]
+    assert events[0] == f"id: {priming.info['id']}" and events[1] == "data:"
+    error = json.loads(events[2].removeprefix("data: "))["error"]
+    assert error["code"] == NO_MATCH and "the recording stops before the answer to initialize" in error["message"]
