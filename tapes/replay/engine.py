@@ -839,13 +839,17 @@ class ReplayEngine:
     def _listed_again(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
         """A list request (tools/list, ...) the recording has no unplayed one of, from a client that
         lists more often than the recorded one: the last played one, whose answer the server gives
-        again, unless the recording shows the list changed after it (its list_changed
+        again, unless the recording shows the list changed after that answer (its list_changed
         notification). Not under --repeats strict-order, nor allow (which repeats anything)."""
         method = request["method"]
         if method not in LIST_CHANGED or self._repeats is not Repeats.IN_ORDER:
             return None
         previous = self._last_played(key, request)
-        if previous is None or self._last_list_change(LIST_CHANGED[method]) > previous.frame_seq:
+        if previous is None:
+            return None
+        # a change notified before the answer is in it (server-everything notifies as it starts)
+        answer = next((item for item in previous.server_items if item.answers(previous)), None)
+        if self._last_list_change(LIST_CHANGED[method]) > (answer.frame.seq if answer else previous.frame_seq):
             return None
         self._listed_again_count[method] += 1
         return previous

@@ -69,6 +69,11 @@ def test_a_client_that_lists_more_often_gets_the_last_list_again_until_the_recor
     unchanged = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, "tools"))))
     assert [send(unchanged, req(n, "tools/list")) for n in (5, 6, 7)] == [[res(n, "tools")] for n in (5, 6, 7)]
     assert unchanged.report.clean and unchanged.report.adapted[0].startswith("tools/list ×2: answered again")
+    # a change notified while the list was asked for, before its answer, is in that answer
+    tools_changed = note("notifications/tools/list_changed")
+    early = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", tools_changed), ("s", res(1, "tools"))))
+    assert send(early, req(5, "tools/list")) == [tools_changed, res(5, "tools")]
+    assert send(early, req(6, "tools/list")) == [res(6, "tools")] and early.report.clean
 
 
 def test_progress_tokens_are_restamped_and_dropped_when_the_client_asks_for_none() -> None:
