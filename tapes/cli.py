@@ -509,6 +509,8 @@ def show(cassette: str, width: int | None) -> None:
 
     with stream(cassette) as frames:  # rows are printed as the frames are read
         print_frames(frames.header, frames, lambda: frames.warnings, width=width)
+    if not sys.stdout.isatty():  # the timeline shows them; written to a file or a pipe, the terminal hears them too
+        _warn(frames.warnings)
 
 
 _CASSETTE_FORMATS = click.Choice(["jsonl", "msgpack"])
