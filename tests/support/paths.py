@@ -17,3 +17,7 @@ NOTES_SERVER = [sys.executable, str(SERVERS / "notes_server.py")]
 RESUMABLE_SERVER = [sys.executable, str(SERVERS / "resumable_server.py")]
 OAUTH_SERVER = [sys.executable, str(SERVERS / "oauth_server.py")]
 FEED_SERVER = [sys.executable, str(SERVERS / "feed_server.py")]
+CONFORMANCE_SERVER = [sys.executable, str(SERVERS / "conformance_server.py")]
+# the official conformance suite and the Node.js (22) it needs, from tests/peers/conformance
+CONFORMANCE = PEERS / "conformance" / "node_modules"
+CONFORMANCE_SUITE = [str(CONFORMANCE / ".bin" / "node"), str(CONFORMANCE / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")]
