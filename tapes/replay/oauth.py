@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -346,6 +347,9 @@ class AuthFlow:
         for index in order:
             exchange = self.exchanges[index]
             if not on_mcp and exchange.registration and isinstance(live := body_fields(header(headers, "content-type"), body), dict):
+                if problem := _metadata_problem(live, header(headers, "content-type")):
+                    self.misses.append(Unmatched(f"{method} {path}", problem))
+                    return _oauth_error(400, "invalid_client_metadata", problem)
                 self.served.add(index)
                 return self._registered(exchange, there, origins, live)
             if not on_mcp and (differing := self._differing(exchange, there, headers, body, origins)):
@@ -581,6 +585,27 @@ def _one(value: Any) -> str | None:
 def _moved(fields: dict[str, Any], origins: OriginMap) -> dict[str, Any]:
     """Recorded field values with the recorded origin moved to the live one (`resource=`)."""
     return {name: origins.text(value) if isinstance(value, str) else value for name, value in fields.items()}
+
+
+def _metadata_problem(metadata: dict[str, Any], content_type: str | None) -> str | None:
+    """What a server refuses in a live client's registration (RFC 7591 2, 3.1): metadata that is no
+    JSON object, redirect URIs that are not a list of strings, a number JSON has no form for."""
+    if not is_json(content_type):
+        return "client metadata are sent as a JSON object (RFC 7591 3.1)"
+    if not _finite(metadata):
+        return "the client metadata hold a number JSON has no form for (NaN, Infinity)"
+    uris = metadata.get("redirect_uris")
+    if uris is not None and not (isinstance(uris, list) and all(isinstance(uri, str) for uri in uris)):
+        return "redirect_uris is not a list of URI strings"
+    return None
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a JSON value (no deeper than json_document reads) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    members = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return all(_finite(member) for member in members)
 
 
 def _oauth_error(status: int, error: str, description: str) -> AuthAnswer:

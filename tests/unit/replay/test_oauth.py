@@ -448,3 +448,20 @@ def test_authorize_does_not_redirect_to_a_uri_the_live_client_did_not_register()
     assert not flow.clean
     there = flow.answer("GET", f"/authorize?{urlencode(fields | {'redirect_uri': 'http://127.0.0.1:7777/cb'})}", [], b"", LIVE)
     assert there is not None and there.status == 302
+
+
+@pytest.mark.parametrize(("content_type", "body", "problem"), [
+    (JSON, b'{"redirect_uris": NaN}', "NaN"),
+    (JSON, b'{"redirect_uris": ["http://localhost:7/cb"], "client_name": 1e400}', "NaN, Infinity"),
+    (JSON, b'{"redirect_uris": "http://localhost:7/cb"}', "redirect_uris is not a list"),
+    (JSON, b'{"redirect_uris": [1, {}]}', "redirect_uris is not a list"),
+    (FORM, b"redirect_uris=http%3A%2F%2Flocalhost%3A7%2Fcb", "JSON object"),
+])
+def test_a_registration_a_server_refuses_is_refused(content_type: list[tuple[str, str]], body: bytes, problem: str) -> None:
+    """RFC 7591: client metadata are a JSON object, redirect_uris a list of strings; NaN is no JSON
+    (it used to be registered, and echoed back as NaN)."""
+    flow, _ = _flow()
+    answer = flow.answer("POST", "/register", content_type, body, LIVE)
+    assert answer is not None and answer.status == 400
+    document = json.loads(answer.body, parse_constant=pytest.fail)  # strict JSON: NaN is none
+    assert document["error"] == "invalid_client_metadata" and problem in document["error_description"]
