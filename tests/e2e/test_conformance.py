@@ -8,14 +8,14 @@ the recording of the client that did what it does)."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import CONFORMANCE_SERVER, CONFORMANCE_SUITE, TAPES
+from tests.support.http_peers import Tapes
+from tests.support.paths import CONFORMANCE_SERVER, CONFORMANCE_SUITE
 from tests.support.processes import TIMEOUT, Process
 
 RESULT = re.compile(r"^[✓✗] (\S+): (\d+) passed, (\d+) failed", re.MULTILINE)  # a line per scenario of a suite run
@@ -32,16 +32,6 @@ def suite(url: str, *scenario: str) -> dict[str, tuple[int, int]]:
     results = {name: (int(passed), int(failed)) for name, passed, failed in found}
     assert results, done.stdout + done.stderr
     return results
-
-
-class Tapes:
-    def __init__(self, *argv: str, banner: str) -> None:
-        self.process = Process([*TAPES, *argv, "--listen", "127.0.0.1:0"])
-        self.url = self.process.wait_for(rf"tapes: {banner} (http://\S+)")[1]
-
-    def stop(self) -> tuple[int, str]:
-        code = self.process.stop(signal.SIGINT)
-        return code, self.process.rest_of_stderr()
 
 
 @pytest.fixture(scope="module")

@@ -29,12 +29,10 @@ from __future__ import annotations
 import argparse
 import base64
 import io
-import itertools
 import struct
 import warnings
 import wave
 import zlib
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -42,7 +40,6 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import UserMessage
-from mcp.server.streamable_http import EventStore
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 # the suite's 2025 scenarios log and sample, which the SDK warns are deprecated at 2026-07-28
@@ -331,41 +328,11 @@ async def complete(ref: Any, argument: types.CompletionArgument, context: Any) -
     return types.Completion(values=values, total=len(values), has_more=False)
 
 
-# ---- resumability -----------------------------------------------------------------------------
-
-
-class MemoryEventStore(EventStore):
-    """Every event of every stream, in order, with ids `<stream>:<n>` (deterministic within a run)."""
-
-    def __init__(self) -> None:
-        self._events: list[tuple[str, str, types.JSONRPCMessage | None]] = []
-        self._counter = itertools.count(1)
-
-    async def store_event(self, stream_id: str, message: types.JSONRPCMessage | None) -> str:
-        event_id = f"{stream_id}:{next(self._counter)}"
-        self._events.append((event_id, stream_id, message))
-        return event_id
-
-    async def replay_events_after(
-        self, last_event_id: str, send_callback: Callable[[Any], Awaitable[None]]
-    ) -> str | None:
-        from mcp.server.streamable_http import EventMessage
-
-        position = next((i for i, (event_id, _, _) in enumerate(self._events) if event_id == last_event_id), None)
-        if position is None:
-            return None
-        stream_id = self._events[position][1]
-        for event_id, stream, message in self._events[position + 1 :]:
-            if stream == stream_id and message is not None:
-                await send_callback(EventMessage(message, event_id))
-        return stream_id
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
-    from serving import serve
+    from serving import MemoryEventStore, serve
 
     serve(server.streamable_http_app(event_store=MemoryEventStore(), retry_interval=1000), "conformance server", port=args.port)
 

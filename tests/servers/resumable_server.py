@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
-from mcp.types import JSONRPCMessage
-from serving import serve
+from serving import MemoryEventStore, serve
 
 RETRY_MS = 100
 
@@ -66,29 +63,6 @@ async def cycles(n: int, ctx: Context) -> str:
 @server.tool(description="Answer text at once.")
 def echo(text: str) -> str:
     return text
-
-
-class MemoryEventStore(EventStore):
-    """Every event of every stream, in order; replay sends the events of the cursor's stream after it."""
-
-    def __init__(self) -> None:
-        self._events: list[tuple[EventId, StreamId, JSONRPCMessage | None]] = []
-        self._counter = itertools.count(1)
-
-    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        event_id = f"{stream_id}/{next(self._counter)}"
-        self._events.append((event_id, stream_id, message))
-        return event_id
-
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
-        position = next((i for i, (event_id, _, _) in enumerate(self._events) if event_id == last_event_id), None)
-        if position is None:
-            return None
-        stream_id = self._events[position][1]
-        for event_id, stream, message in self._events[position + 1 :]:
-            if stream == stream_id and message is not None:
-                await send_callback(EventMessage(message, event_id))
-        return stream_id
 
 
 def main() -> None:

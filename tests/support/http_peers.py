@@ -40,6 +40,20 @@ def start_resumable() -> tuple[Process, str]:
     return server, server.wait_for(r"listening on (\S+)")[1]
 
 
+class Tapes:
+    """`tapes record --upstream` or `tapes replay --http` on a free port (its URL from the line that
+    starts with `banner`), stopped with Ctrl-C."""
+
+    def __init__(self, *argv: str, banner: str) -> None:
+        self.process = Process([*TAPES, *argv, "--listen", "127.0.0.1:0"])
+        self.url = self.process.wait_for(rf"tapes: {banner} (http://\S+)")[1]
+
+    def stop(self) -> tuple[int, str]:
+        """Its exit code and what it said on stderr (a replay's summary)."""
+        code = self.process.stop(signal.SIGINT)
+        return code, self.process.rest_of_stderr()
+
+
 class Recorder:
     """`tapes record` as a reverse proxy to `upstream` (or a forward proxy), on a free port."""
 

@@ -5,7 +5,6 @@ driven by the strictly sequential raw client (tests/support/interop.py)."""
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.processes import Process
-from tests.support.interop import HTTP, TAPES, LiveServers, RawClient
+from tests.support.http_peers import Tapes
+from tests.support.interop import HTTP, LiveServers, RawClient
 from tapes.cassette.store import load
 
 def add_note(title: str) -> dict[str, Any]:
@@ -27,18 +26,6 @@ def notes_url() -> Iterator[str]:
     live = LiveServers()
     yield live.url("notes", HTTP)
     live.close()
-
-
-class Tapes:
-    """`tapes record --upstream` or `tapes replay --http` on a free port, stopped with Ctrl-C."""
-
-    def __init__(self, *argv: str, banner: str) -> None:
-        self.process = Process([*TAPES, *argv, "--listen", "127.0.0.1:0"])
-        self.url = self.process.wait_for(rf"tapes: {banner} (http://\S+)")[1]
-
-    def stop(self) -> tuple[int, str]:
-        code = self.process.stop(signal.SIGINT)
-        return code, self.process.rest_of_stderr()
 
 
 @pytest.fixture
