@@ -330,6 +330,7 @@ class HttpReplayer:
                                   (s.recorded_id for s in self._sessions if s.recorded_id is not None))
         self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
         self._served_again_count = 0  # recorded sessions served again, for their copies' ids
+        self._turns: Counter[tuple[int, ...]] = Counter()  # copies served of the sessions opened alike, by those sessions
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
         self._adapted: list[str] = []  # requests the recording lacks, answered as its server would have
         self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
@@ -668,7 +669,12 @@ class HttpReplayer:
         if self._slots[right] is other:
             self._slots[right] = session
         if self._slots[left] is session:
-            self._slots[left] = other
+            # a live session that plays a copy of the recording left takes its place; else `other`, afresh
+            player = next((s for s in self._sessions if s.claimed and s.recorded is other.recorded and s not in self._slots),
+                          None) if not other.claimed else None
+            self._slots[left] = player or other
+            if player is not None:
+                self._sessions.remove(other)
         elif not other.claimed:  # a copy the live session left, played by none
             self._sessions.remove(other)
 
@@ -703,6 +709,10 @@ class HttpReplayer:
         best = pool[0]
         summary = f"{opening['method']} id {opening['id']!r}" if opening is not None else f"{method} (a new session)"
         if control.repeats is not Repeats.STRICT:
+            # in turn, in recorded order: a suite run again as it was recorded gets each session again
+            turns = tuple(id(s.recorded) for s in pool)
+            best = pool[self._turns[turns] % len(pool)]
+            self._turns[turns] += 1
             return self._served_again(best, f"{summary}: served recorded session {best.recorded_id} again from its start "
                                             "(every recorded session opened this way was already played)")
         reason = (f"every recorded session that opens this way was already played (session {best.recorded_id}); "

@@ -75,6 +75,37 @@ def test_sessions_opened_alike_serve_their_clients_in_any_order_and_again(record
     assert results["B"][0]["result"]["contents"] == results["C"][0]["result"]["contents"]
 
 
+def test_a_suite_run_again_as_recorded_gets_what_it_got(recorded: Callable[..., Path]) -> None:
+    """A and C begin alike, and the server's state made their answers differ (the notes' ids):
+    run again in recorded order against the same replay, each client gets a copy of its own
+    session, in turn, not the first one's answers until it moves on."""
+    read = {"method": "resources/read", "uri": "notes://index"}
+    sessions = {"A": [add_note("a")], "B": [add_note("b")], "C": [add_note("a"), read]}
+    cassette = recorded(*(("alike", steps) for steps in sessions.values()))
+    replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
+    rounds = [{name: RawClient(replayer.url, "alike").run(steps)["steps"] for name, steps in sessions.items()} for _ in range(2)]
+    code, summary = replayer.stop()
+    assert code == 0, summary
+    assert rounds[0] == rounds[1]
+    assert rounds[0]["A"][0] != rounds[0]["C"][0]  # the same request, answered otherwise when recorded
+
+
+def test_clients_that_open_first_then_swap_their_work_leave_no_session_unused(recorded: Callable[..., Path]) -> None:
+    """Both clients open before either works, then each does the other's recorded work: each
+    moves, the first to a copy of the second's session (the second holds it), the second to the
+    first's; when it leaves, the copy is the session's player. Nothing is unused."""
+    count = {"method": "tools/call", "name": "count", "arguments": {"n": 1}}
+    cassette = recorded(("alike", [add_note("p")]), ("alike", [count]))
+    replayer = Tapes("replay", str(cassette), "--http", banner="replaying at")
+    first, second = RawClient(replayer.url, "alike"), RawClient(replayer.url, "alike")
+    first.open()
+    second.open()
+    counted, added = first.step(count), second.step(add_note("p"))
+    code, summary = replayer.stop()
+    assert code == 0 and "unused " not in summary.replace(" 0 unused", ""), summary
+    assert counted["content"][0]["text"] == "counted to 1" and added["structuredContent"]["title"] == "p"
+
+
 def test_a_used_session_is_served_again_from_its_start_or_refused_by_name_under_strict_order(
         recorded: Callable[..., Path]) -> None:
     cassette = recorded(("only", [add_note("once")]))
