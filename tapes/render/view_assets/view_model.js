@@ -808,7 +808,8 @@ const tapesModel = (() => {
     serverItem(session, frame, row, channel, item, kind) {
       if (kind === "result" || kind === "error") {
         const key = keyOf(item.id);
-        const owner = session.openById.get(key);
+        // an answer sent again (an event store replaying a resumed stream) answers the same request
+        const owner = session.openById.get(key) ?? session.byId.get(key);
         if (owner === undefined) return null;
         session.openById.delete(key);
         if (owner.pendingIn === session) owner.pendingIn = null;
