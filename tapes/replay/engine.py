@@ -139,8 +139,10 @@ class ReplayEngine:
         # there from the retry's own exchange (see `_on_live_stream`).
         self._input_streams: dict[str, str] = {}  # a recorded retry's exchange -> the exchange it is answered on
         self._held_ends: set[str] = set()  # exchanges whose answer waits for an input round
+        self._asking: set[str] = set()  # recorded exchanges whose input_required ends them: their own end is not sent
         self._input_actions: list[Action] = []  # the next input request, or an input round's end, to send
         self._client_capabilities: dict[str, Any] | None = None  # what the live client declared in its initialize
+        self._unasked_tasks: set[Any] = set()  # tasks of server requests not sent to the live client (`_not_asked`)
         self._waited_in_vain: set[Interaction] = set()  # requests the recorded client cancelled, said unanswered at the end
 
     def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
@@ -172,7 +174,9 @@ class ReplayEngine:
         self._end: deque[ItemKey] = deque()
         self._cancels: dict[Interaction, _Queue] = {}
         self._resent: list[Action] = []  # Repeats.ALLOW: answers sent again, ahead of what is released
-        self._cut_replies: list[Reply] = []  # errors for matched requests found cut off as the recording was read
+        # replies found after the live message they answer: errors for matched requests found cut off
+        # as the recording was read; the answer to a request whose input round had nothing to ask
+        self._later_replies: list[Reply] = []
         self._cut_checked = False
         self._excused: set[Any] = set()  # live ids whose unrecorded cancel is no miss (excuse_cancel)
         self._played: dict[Hashable, list[Interaction]] = defaultdict(list)
@@ -217,15 +221,17 @@ class ReplayEngine:
         the client is idle): what that released, and the errors for live requests whose recorded
         answer turned out to be past the recording's end."""
         self._extend(INDEX_STEP)
-        replies, self._cut_replies = self._cut_replies, []
-        return Reception(self._release(), replies)
+        released = self._release()  # (which may find replies, and an input round's end)
+        asked, self._input_actions = self._input_actions, []
+        replies, self._later_replies = self._later_replies, []
+        return Reception(asked + released, replies)
 
     def _extend(self, count: int) -> bool:
         """Index up to `count` more frames and take them into the tables; whether there were any."""
         extended = self._index.extend(count)
         if self._index.complete and not self._cut_checked:  # requests matched before their answer was known missing
             self._cut_checked = True
-            self._cut_replies += [self._cut_short(interaction) for interaction in self._index.cut_off
+            self._later_replies += [self._cut_short(interaction) for interaction in self._index.cut_off
                                   if interaction.matched and not interaction.withheld]
         if not extended:
             return False
@@ -349,10 +355,11 @@ class ReplayEngine:
                 channel = channel or self._item_frames[matched].channel
         if channel is not None and channel != STDIO:
             self._skip_unsent(channel, sent)
+        released = self._release()  # (which may find replies, and an input round's end)
         resent, self._resent = self._resent, []
         asked, self._input_actions = self._input_actions, []
-        replies, self._cut_replies = self._cut_replies + replies, []
-        return Reception(resent + asked + self._release(), replies, channel, len(self._report.unmatched) - misses, len(resent),
+        replies, self._later_replies = self._later_replies + replies, []
+        return Reception(resent + asked + released, replies, channel, len(self._report.unmatched) - misses, len(resent),
                          incoming.batch)
 
     def open(self, method: str, target: str, last_event_id: str | None = None) -> Reception:
@@ -519,7 +526,7 @@ class ReplayEngine:
             return self._receive_request(item, size)
         if kind in (MessageType.RESULT, MessageType.ERROR):
             if isinstance(item["id"], str) and item["id"] in self._input_asked:
-                return None, self._input_answered(item, size)
+                return None, self._input_answered(item)
             recorded = self._until(lambda: self._queue(self._answers, self._index.answers, item["id"]))
             miss = (f"response id {item['id']!r}", "no recorded server request has that id")
             if recorded and not self._asked[item["id"]]:
@@ -866,10 +873,13 @@ class ReplayEngine:
         return self._list_changes.get(notification, -1)
 
     def _answer_again(self, interaction: Interaction, request: dict[str, Any]) -> list[Action]:
-        """Answer a repeated request as its last played match was answered, under the new ids."""
+        """Answer a repeated request as its last played match was answered, under the new ids;
+        without the requests the server sent for it (the client answered them once: asked again
+        under the same ids, their answers would be answers to nothing)."""
         self._go_live(interaction, request)
         interaction.withheld = False  # a skipped poll's state, now asked for
-        return [action for item in interaction.server_items if (action := self._restamp(item)) is not None]
+        return [action for item in interaction.server_items
+                if not _only_requests(item.frame.message) and (action := self._restamp(item)) is not None]
 
     def _nearest(self, request: dict[str, Any], size: int) -> str:
         """One sentence naming the closest recorded request and what differed. Bounded whatever the
@@ -926,25 +936,33 @@ class ReplayEngine:
         self._report.unmatched.append(Unmatched(summary, reason))
 
     def _undeclared(self, item: dict[str, Any]) -> str | None:
-        """The client capability a recorded server request needs that the live client did not
-        declare in its initialize (the recorded one did: its server asked)."""
-        needed = CLIENT_CAPABILITY_OF.get(item.get("method")) if classify(item) is MessageType.REQUEST else None
-        declared = self._client_capabilities
-        return needed if needed is not None and declared is not None and needed not in declared else None
+        """Why a recorded server request is not for the live client: it needs a capability the live
+        client did not declare in its initialize (the recorded one did: its server asked), or it is
+        about a task of a request the live client was not sent. None when it is."""
+        if classify(item) is not MessageType.REQUEST or self._client_capabilities is None:
+            return None
+        params = params_of(item)
+        if item["method"].startswith("tasks/") and params.get("taskId") in self._unasked_tasks:
+            return "it is about a task of a request the live client was not sent"
+        missing = _missing_capability(item["method"], params, self._client_capabilities)
+        return None if missing is None else f"the live client did not declare {missing}"
 
-    def _not_asked(self, request: dict[str, Any], needed: str, frame: Frame) -> None:
-        """A server request the live client did not declare the capability for is not sent, as a
-        server does not ask such a client; the recorded client's answer stands in for the live
-        one's, so what the server did next plays on."""
+    def _not_asked(self, request: dict[str, Any], why: str, frame: Frame) -> None:
+        """A server request that is not for the live client (`_undeclared`) is not sent, as a server
+        does not ask such a client; the recorded client's answer stands in for the live one's, so
+        what the server did next plays on (and a task it created is asked about no more)."""
         answer = self._until(lambda: self._queue(self._answers, self._index.answers, request["id"]))
         if answer:
-            self._consume(answer.popleft())
-        self._adapted.append(f"{request['method']} #{request['id']!r} (frame {frame.seq}): not sent, as the live client "
-                             f"did not declare {needed}; the recorded client's answer stood in for its own")
+            key = answer.popleft()
+            self._consume(key)
+            if (task := _task_id(items(self._item_frames[key].message)[key[1]])) is not None:
+                self._unasked_tasks.add(task)
+        self._adapted.append(f"{request['method']} #{request['id']!r} (frame {frame.seq}): not sent, as {why}; "
+                             "the recorded client's answer stood in for its own")
 
     # --- input asked of a client of the initialize eras ------------------------------------
 
-    def _asked_of_client(self, item: dict[str, Any], owner: Interaction, frame: Frame) -> dict[str, Any]:
+    def _asked_of_client(self, item: dict[str, Any], owner: Interaction, frame: Frame) -> dict[str, Any] | None:
         """A recorded input_required result (2026-07-28) to a client that opened with initialize,
         which has no such result: a server of both eras asks it for the input with requests of
         its own, then goes on as if the client had retried with the answers. Here: the first
@@ -952,12 +970,17 @@ class ReplayEngine:
         then the recorded retry is played (`_input_answered`)."""
         result = item["result"]
         if frame.channel != STDIO:
+            self._asking.add(frame.channel)
             self._held_ends.add(self._input_streams.get(frame.channel, frame.channel))
         asked = list(result["inputRequests"].items())  # (the keys name the recorded client's answers in its retry)
         methods = ", ".join(sorted({request.get("method", "?") for _, request in asked}))
         self._adapted.append(f"{owner.request['method']} id {owner.live_id!r}: the recorded input_required result sent as "
                              f"{methods} requests, as a server of both eras asks a client that opened with initialize")
-        return self._ask(_InputRound(owner, frame, asked, result.get("requestState")))
+        input_round = _InputRound(owner, frame, asked, result.get("requestState"))
+        asking = self._ask(input_round)
+        if asking is None:  # nothing the live client can be asked: the retry goes on at once
+            self._later_replies += self._retry(input_round)
+        return asking
 
     def _asks_for_input(self, channel: str) -> bool:
         """Whether a recorded HTTP exchange answers with an input_required result that is asked of
@@ -980,7 +1003,9 @@ class ReplayEngine:
             return action
         live = self._input_streams.get(frame.channel, frame.channel)
         if frame.kind is Kind.STREAM_END:
-            return None if live in self._held_ends else Action(frame._replace(channel=live), action.payload, action.gap)
+            if frame.channel in self._asking or live in self._held_ends:  # the stream ends with the retry's answer
+                return None
+            return Action(frame._replace(channel=live), action.payload, action.gap)
         if live == frame.channel and live not in self._held_ends:
             return action
         if frame.kind is Kind.HTTP_RESPONSE:
@@ -989,31 +1014,53 @@ class ReplayEngine:
             return dataclasses.replace(as_stream_message(live, action.payload), gap=action.gap)
         return Action(frame._replace(channel=live), action.payload, action.gap)
 
-    def _ask(self, input_round: _InputRound) -> dict[str, Any]:
-        key, request = input_round.asked.pop(0)
-        self._input_requests_sent += 1
-        request_id = f"mcp-tapes-input-{self._input_requests_sent}"
-        self._input_asked[request_id] = input_round
-        input_round.answers.append((key, None))
-        asking = {"jsonrpc": "2.0", "id": request_id, "method": request.get("method")}
-        if "params" in request:
-            asking["params"] = request["params"]
-        return asking
+    def _ask(self, input_round: _InputRound) -> dict[str, Any] | None:
+        """The round's next input request, as a request of the server's under an id of the
+        replay's. One the live client has not the capability for is not asked (the recorded
+        client's answer, in the retry, stands in). None when none is left to ask."""
+        while input_round.asked:
+            key, request = input_round.asked.pop(0)
+            method, params = request.get("method"), request.get("params")
+            missing = _missing_capability(method, params if isinstance(params, dict) else {}, self._client_capabilities or {}) \
+                if isinstance(method, str) and self._client_capabilities is not None else None
+            if missing is not None:
+                owner = input_round.owner
+                self._adapted.append(f"{method} for {owner.request['method']} id {owner.live_id!r}: not asked, as the live "
+                                     f"client did not declare {missing}; the recorded client's answer stood in for its own")
+                continue
+            self._input_requests_sent += 1
+            request_id = f"mcp-tapes-input-{self._input_requests_sent}"
+            self._input_asked[request_id] = input_round
+            input_round.answers.append((key, None))
+            asking = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            if "params" in request:
+                asking["params"] = params
+            return asking
+        return None
 
-    def _input_answered(self, answer: dict[str, Any], size: int) -> list[Reply]:
+    def _input_answered(self, answer: dict[str, Any]) -> list[Reply]:
         """The live client answered an input request: the next one is asked, or, all answered,
         the recorded retry that carried the recorded client's answers is played for the request
         that got input_required, under its live id."""
         input_round = self._input_asked.pop(answer["id"])
         input_round.answers[-1] = (input_round.answers[-1][0], answer)
+        asking = self._ask(input_round)
+        if asking is None:
+            return self._retry(input_round)
+        if (action := self._on_live_stream(Action(input_round.frame, checked_payload(input_round.frame, asking)))) is not None:
+            self._input_actions.append(action)
+        return []
+
+    def _retry(self, input_round: _InputRound) -> list[Reply]:
+        """The recorded retry that carried the recorded client's answers, played for the request
+        that got input_required, under its live id (one played already, again under --repeats
+        allow); the error saying the recording has none."""
         owner = input_round.owner
-        if input_round.asked:
-            asking = self._ask(input_round)
-            if (action := self._on_live_stream(Action(input_round.frame, checked_payload(input_round.frame, asking)))) is not None:
-                self._input_actions.append(action)
-            return []
-        retry = self._until(lambda: next((i for i in self._unplayed_by_method[owner.request["method"]]
-                                          if params_of(i.request).get("requestState") == input_round.state), None))
+        same_state = (lambda i: i.request["method"] == owner.request["method"]
+                      and params_of(i.request).get("requestState") == input_round.state)
+        retry = self._until(lambda: next((i for i in self._unplayed_by_method[owner.request["method"]] if same_state(i)), None))
+        if retry is None and self._repeats is Repeats.ALLOW:
+            retry = next((i for i in self._interactions if i.matched and same_state(i)), None)
         if retry is None or input_round.state is None:
             reason = (f"the recording has no retry of {owner.describe()} with the input its server asked for "
                       "(the recorded client stopped there)")
@@ -1024,9 +1071,14 @@ class ReplayEngine:
             if isinstance(recorded, dict) and live is not None and (
                     otherwise := _answered_otherwise({"jsonrpc": "2.0", "id": live["id"], "result": recorded.get(key)}, live)):
                 self._miss(f"response id {live['id']!r}", otherwise)
-        matched, replies = self._receive_request({**retry.request, "id": owner.live_id}, size)
+        # as the live client's: under its id, and of its era (the recorded retry named 2026-07-28 in its _meta)
+        params = params_of(retry.request)
+        meta = {key: value for key, value in meta_of(retry.request).items() if key != STATELESS_VERSION_KEY}
+        request = {**retry.request, "id": owner.live_id, "params": {**params, "_meta": meta} if meta else
+                   {key: value for key, value in params.items() if key != "_meta"}}
+        matched, replies = self._receive_request(request, 0)
         if matched is not None:
-            retry.live_token, retry.live_stateless = owner.live_token, False
+            retry.live_token = owner.live_token
             if retry.channel != STDIO:  # its answer goes where the live client waits for it
                 live = self._input_streams.get(input_round.frame.channel, input_round.frame.channel)
                 self._input_streams[retry.channel] = live
@@ -1091,8 +1143,8 @@ class ReplayEngine:
             if new is not None and self._initialize_from_discover and owner is not None and not owner.live_stateless:
                 # an answer to a client that opened with initialize
                 new = self._asked_of_client(new, owner, frame) if _input_required(new) else _in_handshake_era(new)
-            if new is not None and (needed := self._undeclared(new)) is not None:
-                self._not_asked(new, needed, frame)
+            if new is not None and (why := self._undeclared(new)) is not None:
+                self._not_asked(new, why, frame)
                 new = None
             changed = changed or new is not item
             if new is not None:
@@ -1154,6 +1206,36 @@ def _as_event_stream(info: dict[str, Any]) -> dict[str, Any]:
     """A JSON answer's recorded head as the head of an event stream (its length no longer known)."""
     fields = [[name, value] for name, value in info.get("headers") or () if name.lower() not in ("content-type", "content-length")]
     return {**info, "headers": [*fields, ["content-type", "text/event-stream"]]}
+
+
+def _missing_capability(method: str, params: dict[str, Any], declared: dict[str, Any]) -> str | None:
+    """The client capability (as a dotted path) a server request needs that `declared` lacks: its
+    method's; for elicitation, the mode it asks in (url; form, which `{}` declares); for a
+    task-augmented request, tasks.requests.<its method>."""
+    needed = CLIENT_CAPABILITY_OF.get(method)
+    if needed is None:
+        return None
+    paths = [[needed]]
+    if method == "elicitation/create":
+        modes = declared.get(needed)
+        if params.get("mode") == "url":
+            paths.append([needed, "url"])
+        elif isinstance(modes, dict) and modes and "form" not in modes:
+            paths.append([needed, "form"])
+    if "task" in params:
+        paths.append(["tasks", "requests", *method.split("/")])
+    for path in paths:
+        found: Any = declared
+        for name in path:
+            found = found.get(name) if isinstance(found, dict) else None
+        if found is None:
+            return ".".join(path)
+    return None
+
+
+def _only_requests(message: Any) -> bool:
+    """Whether a recorded server message is requests of the server's and nothing else."""
+    return message is not None and all(classify(item) is MessageType.REQUEST for item in items(message))
 
 
 def _input_required(item: dict[str, Any]) -> bool:

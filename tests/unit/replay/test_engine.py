@@ -144,6 +144,37 @@ def test_a_server_request_is_not_sent_to_a_client_that_did_not_declare_its_capab
                                          "the recorded client's answer stood in for its own"]
 
 
+def test_a_server_request_needs_the_sub_capability_its_mode_or_task_asks_for() -> None:
+    """An elicitation in URL mode needs elicitation.url; a task-augmented request needs
+    tasks.requests.<its method>, and the server's polls about that task follow it unsent."""
+    url = req(0, "elicitation/create", {"mode": "url", "url": "https://example.com/x", "message": "go"})
+    tasked = req(1, "sampling/createMessage", {"messages": [], "task": {"ttl": 1000}})
+    frames = recording(
+        ("c", req(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {
+            "elicitation": {"form": {}, "url": {}}, "sampling": {}, "tasks": {"requests": {"sampling": {"createMessage": {}}}}}})),
+        ("s", res(1, {"protocolVersion": "2025-11-25", "capabilities": {}})),
+        ("c", req(2, "tools/call", {"name": "link"})),
+        ("s", url),
+        ("c", res(0, {"action": "accept"})),
+        ("s", res(2, "linked")),
+        ("c", req(3, "tools/call", {"name": "ask"})),
+        ("s", tasked),
+        ("c", res(1, {"task": {"taskId": "t1", "status": "working"}})),
+        ("s", req(2, "tasks/result", {"taskId": "t1"})),
+        ("c", res(2, {"role": "assistant", "content": {"type": "text", "text": "hi"}})),
+        ("s", res(3, "asked")),
+    )
+    engine = ReplayEngine(frames)
+    send(engine, req(7, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}, "sampling": {}}}))
+    assert send(engine, req(8, "tools/call", {"name": "link"})) == [res(8, "linked")]
+    assert send(engine, req(9, "tools/call", {"name": "ask"})) == [res(9, "asked")]
+    assert engine.report.clean
+    notes = [line.split(": not sent, as ")[1].split(";")[0] for line in engine.report.adapted if "not sent" in line]
+    assert notes == ["the live client did not declare elicitation.url",
+                     "the live client did not declare tasks.requests.sampling.createMessage",
+                     "it is about a task of a request the live client was not sent"]
+
+
 @pytest.mark.parametrize(("recorded_answer", "live_answer", "reason"), [
     (res(0, {"role": "assistant", "content": {}}), {"jsonrpc": "2.0", "id": 0, "error": {"code": -1, "message": "User rejected"}},
      "the recorded client answered with a result, this one with an error (-1: User rejected)"),

@@ -281,3 +281,31 @@ def test_an_input_request_answered_otherwise_than_recorded_is_a_miss_and_plays_o
     assert what(got.actions)[0] == ("http:2", "sse_event", res(7, {"content": []}))
     [miss] = engine.report.unmatched
     assert miss.summary == "response id 'mcp-tapes-input-1'" and "answered with a result, this one with an error (-1: no)" in miss.reason
+
+
+def test_an_input_round_the_live_client_has_no_capability_for_goes_on_with_the_recorded_answers() -> None:
+    """A client that declared no sampling is not asked for it: the recorded client's answers, in
+    the recorded retry, stand in, and the retry's answer ends the stream at once (it hung)."""
+    engine = ReplayEngine(stateless_asking_recording().frames)
+    engine.start()
+    engine.receive(json.dumps(req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})).encode())
+    got = engine.receive(json.dumps(req(7, "tools/call", {"name": "ask"})).encode())
+    assert got.channel == "http:2" and got.replies == []
+    assert what(got.actions)[1:] == [("http:2", "sse_event", res(7, {"content": []})), ("http:2", "stream_end", None)]
+    assert engine.report.unmatched == []
+    assert any(line.startswith("sampling/createMessage for tools/call id 7: not asked, as the live client did not declare "
+                               "sampling") for line in engine.report.adapted), engine.report.adapted
+
+
+def test_an_input_round_asked_again_under_repeats_allow_plays_the_retry_again() -> None:
+    from tapes.replay.engine import Repeats
+
+    engine = ReplayEngine(stateless_asking_recording().frames, repeats=Repeats.ALLOW)
+    engine.start()
+    engine.receive(json.dumps(req(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}}})).encode())
+    for live_id in (7, 8):
+        engine.receive(json.dumps(req(live_id, "tools/call", {"name": "ask"})).encode())
+        asked = [json.loads(a.payload) for a in engine.receive(json.dumps(req(99, "ping")).encode()).actions]
+        got = engine.receive(json.dumps(res(f"mcp-tapes-input-{live_id - 6}", {"role": "assistant"})).encode())
+        assert ("http:2", "sse_event", res(live_id, {"content": []})) in what(got.actions), (live_id, asked, got)
+    assert engine.report.unmatched == []

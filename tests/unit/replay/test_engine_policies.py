@@ -76,6 +76,18 @@ def test_cancel_wins_honours_an_unrecorded_cancel() -> None:
     assert engine.report.clean
 
 
+def test_a_repeat_under_allow_is_answered_without_asking_the_client_again() -> None:
+    """The server asked for a sample while answering; a repeat gets the answer again, not the
+    question under the id the client answered once (its answer would be a miss)."""
+    asking = recording(("c", req(1, "tools/call", {"name": "ask"})), ("s", req(0, "sampling/createMessage", {"messages": []})),
+                       ("c", res(0, {"role": "assistant"})), ("s", res(1, "asked")))
+    engine = ReplayEngine(asking, repeats=Repeats.ALLOW)
+    assert send(engine, req(5, "tools/call", {"name": "ask"})) == [req(0, "sampling/createMessage", {"messages": []})]
+    assert send(engine, res(0, {"role": "assistant"})) == [res(5, "asked")]
+    assert send(engine, req(6, "tools/call", {"name": "ask"})) == [res(6, "asked")]
+    assert engine.report.clean and engine.report.repeated == 1
+
+
 PINGS = recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": ["a"]})),
                   ("c", req(2, "ping")), ("s", res(2, {})))
 
