@@ -600,6 +600,7 @@ class ReplayEngine:
             self._miss(f"{request['method']} id {request['id']!r}", reason)
             return None, [Reply.error(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
         interaction.matched = True
+        self._input_otherwise(interaction, request)
         self._played_out(interaction)
         self._played[key].append(interaction)
         self._go_live(interaction, request)
@@ -609,6 +610,18 @@ class ReplayEngine:
         if interaction.request["method"] == HANDSHAKE_METHOD:
             self._skip_probes_before(interaction, request["id"])
         return interaction.client_items[0], [self._cut_short(interaction)] if interaction in self._index.cut_off else []
+
+    def _input_otherwise(self, interaction: Interaction, request: dict[str, Any]) -> None:
+        """A 2026-07-28 retry whose answers to the server's input requests are of another kind
+        than the recorded ones (another elicitation action, an error): played on, but a miss, as
+        for an answer to a server request (`_answered_otherwise`)."""
+        recorded, live = params_of(interaction.request).get("inputResponses"), params_of(request).get("inputResponses")
+        if not (isinstance(recorded, dict) and isinstance(live, dict)):
+            return
+        for key in recorded.keys() & live.keys():
+            if otherwise := _answered_otherwise({"jsonrpc": "2.0", "id": 0, "result": recorded[key]},
+                                                {"jsonrpc": "2.0", "id": 0, "result": live[key]}):
+                self._miss(f"{request['method']} id {request['id']!r}: its input {key!r}", otherwise)
 
     def _cut_short(self, interaction: Interaction) -> Reply:
         """The error for a live request whose recorded match the recording stops short of

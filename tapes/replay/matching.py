@@ -1,8 +1,10 @@
 """Matching live client messages to recorded ones.
 
 Two messages match when their method and their params are the same JSON once volatile parts
-are removed: `_meta` (progress tokens, per-request protocol envelope) everywhere, and the
-client's self-description in `initialize`. Matching is a dictionary lookup on a canonical key,
+are removed: `_meta` (progress tokens, per-request protocol envelope) and a 2026-07-28 retry's
+`inputResponses` (the client's answers to the server's input requests, which may say other
+things, as an answer to a server request may) everywhere, and the client's self-description in
+`initialize`. Matching is a dictionary lookup on a canonical key,
 so replaying thousands of identical-looking requests stays linear.
 """
 
@@ -22,7 +24,7 @@ from tapes.wire.pointer import REMOVED, escape, tokens, without
 
 # JSON pointers (relative to params) ignored by default, per method; "*" applies to every method.
 VOLATILE_PATHS: dict[str, tuple[str, ...]] = {
-    "*": ("/_meta",),
+    "*": ("/_meta", "/inputResponses"),
     "initialize": ("/clientInfo",),
 }
 

@@ -175,6 +175,22 @@ def test_a_server_request_needs_the_sub_capability_its_mode_or_task_asks_for() -
                      "it is about a task of a request the live client was not sent"]
 
 
+def test_a_2026_retry_matches_whatever_its_input_says_and_another_kind_of_input_is_a_miss() -> None:
+    """At 2026-07-28 the client's answers to the server's input requests ride in its retry's
+    params: what they say may differ (a model's text), their kind not (another elicitation action)."""
+    def retry(id_: int, answer: dict) -> dict:
+        return req(id_, "tools/call", {"name": "ask", "requestState": "s1", "inputResponses": {"q": answer}})
+
+    frames = recording(("c", retry(1, {"action": "accept", "content": {"name": "Ann"}})), ("s", res(1, "hello Ann")))
+    engine = ReplayEngine(frames)
+    assert send(engine, retry(5, {"action": "accept", "content": {"name": "Bob"}})) == [res(5, "hello Ann")]
+    assert engine.report.clean
+    declined = ReplayEngine(frames)
+    assert send(declined, retry(6, {"action": "decline"})) == [res(6, "hello Ann")]  # played on
+    [miss] = declined.report.unmatched
+    assert miss.summary == "tools/call id 6: its input 'q'" and "action 'accept', this one's 'decline'" in miss.reason
+
+
 @pytest.mark.parametrize(("recorded_answer", "live_answer", "reason"), [
     (res(0, {"role": "assistant", "content": {}}), {"jsonrpc": "2.0", "id": 0, "error": {"code": -1, "message": "User rejected"}},
      "the recorded client answered with a result, this one with an error (-1: User rejected)"),
