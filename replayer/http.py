@@ -82,7 +82,7 @@ from tapes.replay.streams import (
 )
 from tapes.wire.eras import DISCOVER_METHOD, KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin, utf8_header
-from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, without_meta
+from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, wire_form, without_meta
 from tapes.wire.oauth import redact_url
 from tapes.wire.sse import is_event_stream
 from tapes.wire.text import is_digits
@@ -948,7 +948,7 @@ async def _cut_after(body: bytes) -> AsyncIterator[bytes]:
 
 def _with_replies(body: bytes, replies: Sequence[Reply]) -> bytes:
     """A recorded JSON answer with the engine's errors added, as one batch."""
-    return encode([*items(parse(body)), *(reply.message for reply in replies)])
+    return wire_form([*items(parse(body)), *(reply.message for reply in replies)])
 
 
 def _alike(recorded: Any, live: Any, control: ReplayControl) -> bool:

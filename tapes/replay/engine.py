@@ -795,6 +795,11 @@ class ReplayEngine:
             result["instructions"] = recorded["instructions"]
         self._initialize_from_discover = True
         self._handshake_dones_owed += 1
+        if not discover.matched:  # it served, if not as sent: no unused probe, and new episodes keep it
+            discover.matched = True
+            self._played_out(discover)
+            if self.played_frames is not None:
+                self.played_frames.update([discover.frame_seq, *(item.frame.seq for item in discover.server_items)])
         self._adapted.append(f"initialize id {request['id']!r}: answered at {version} from the recorded "
                              f"{discover.describe()}, as a server of both eras would (the recording has no initialize)")
         return Reply.result(request["id"], result)

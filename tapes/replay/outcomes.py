@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tapes.cassette.frames import Frame
-from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, encode
+from tapes.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, wire_form
 
 LONGEST_WAIT = (2**31 - 1) / 1000  # seconds (24 days): the most poll(2) waits; an Action's wait is at most this
 
@@ -46,7 +46,8 @@ class Reply:
 
     @property
     def payload(self) -> bytes:
-        return encode(self.message)
+        """Its wire bytes (`wire_form`: what it quotes of a cassette may hold a lone surrogate)."""
+        return wire_form(self.message)
 
     @property
     def malformed(self) -> bool:
@@ -58,7 +59,7 @@ class Reply:
 def answer_payload(replies: Sequence[Reply], batch: bool) -> bytes:
     """The replies made up for one live message, as the one answer it gets: an array for a batch
     (JSON-RPC 2.0, section 6), else the reply itself."""
-    return replies[0].payload if len(replies) == 1 and not batch else encode([reply.message for reply in replies])
+    return replies[0].payload if len(replies) == 1 and not batch else wire_form([reply.message for reply in replies])
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from tapes.replay.control import ReplayControl
 from tapes.replay.engine import Race, Repeats
 from tapes.replay.http_rules import check_sendable, param_headers, recorded_cors, recorded_versions
 from tapes.replay.oauth import AuthFlow
-from tapes.replay.outcomes import Action, Reception
+from tapes.replay.outcomes import NO_MATCH, Action, Reception
 from tapes.replay.polls import Polls
 from tapes.replay.session import ReplaySession
 from tapes.replay.sessions import split_sessions
@@ -259,3 +259,17 @@ def test_verify_over_http_skips_exchanges_whose_channel_names_no_number() -> Non
     recording.frames += [Frame(9, 0.0, C2S, "http:²", Kind.HTTP_REQUEST, info={"method": "POST", "path": "/mcp", "headers": []})]
     script = HttpClientScript(recording.frames)
     assert [request.exchange for request in script.ready()] == [1]
+
+
+def test_a_miss_that_quotes_a_lone_surrogate_of_the_cassette_is_still_json() -> None:
+    """A JSON Lines cassette can hold "\\ud800", which UTF-8 cannot: the error naming the nearest
+    recorded request quotes it as its escape (encoding it raised, ending the replay). Found by
+    the fuzzing above: the recorded batch is played by its bytes, its last request stays a candidate."""
+    batch = [{"jsonrpc": "2.0", "method": "initialize", "params": {}},
+             {"jsonrpc": "2.0", "method": "initialize", "id": None, "params": ["\ud800"]}]
+    frames = [Frame(1, 0.0, C2S, STDIO, Kind.MESSAGE, batch, b"[")]
+    session = ReplaySession(frames, ReplayControl())
+    session.start()
+    session.receive(b"[")
+    [reply] = session.receive(LIVE[2]).replies
+    assert b"\\ud800" in reply.payload and json.loads(reply.payload)["error"]["code"] == NO_MATCH
