@@ -600,7 +600,7 @@ class ReplayEngine:
             self._miss(f"{request['method']} id {request['id']!r}", reason)
             return None, [Reply.error(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
         interaction.matched = True
-        self._input_otherwise(interaction, request)
+        self._retry_inputs_otherwise(interaction, request)
         self._played_out(interaction)
         self._played[key].append(interaction)
         self._go_live(interaction, request)
@@ -611,7 +611,7 @@ class ReplayEngine:
             self._skip_probes_before(interaction, request["id"])
         return interaction.client_items[0], [self._cut_short(interaction)] if interaction in self._index.cut_off else []
 
-    def _input_otherwise(self, interaction: Interaction, request: dict[str, Any]) -> None:
+    def _retry_inputs_otherwise(self, interaction: Interaction, request: dict[str, Any]) -> None:
         """A 2026-07-28 retry whose answers to the server's input requests are of another kind
         than the recorded ones (another elicitation action, an error): played on, but a miss, as
         for an answer to a server request (`_answered_otherwise`)."""
@@ -619,8 +619,7 @@ class ReplayEngine:
         if not (isinstance(recorded, dict) and isinstance(live, dict)):
             return
         for key in recorded.keys() & live.keys():
-            if otherwise := _answered_otherwise({"jsonrpc": "2.0", "id": 0, "result": recorded[key]},
-                                                {"jsonrpc": "2.0", "id": 0, "result": live[key]}):
+            if otherwise := _input_answered_otherwise(recorded, key, {"jsonrpc": "2.0", "id": 0, "result": live[key]}):
                 self._miss(f"{request['method']} id {request['id']!r}: its input {key!r}", otherwise)
 
     def _cut_short(self, interaction: Interaction) -> Reply:
@@ -1017,7 +1016,7 @@ class ReplayEngine:
         asking exchange carries the input requests, as events, and its recorded end is held back;
         the recorded retry's exchange is answered on it (its head is not sent again)."""
         frame = action.frame
-        if frame.channel == STDIO or not (self._input_streams or self._held_ends):
+        if frame.channel == STDIO or not (self._input_streams or self._held_ends or self._asking):
             return action
         live = self._input_streams.get(frame.channel, frame.channel)
         if frame.kind is Kind.STREAM_END:
@@ -1086,8 +1085,7 @@ class ReplayEngine:
             return self._on_asking_stream(input_round, [Reply.error(owner.live_id, NO_MATCH, f"mcp-tapes: {reason}")])
         recorded = params_of(retry.request).get("inputResponses")
         for key, live in input_round.answers:  # played on (what the server did next came of the recorded ones), but a miss
-            if isinstance(recorded, dict) and live is not None and (
-                    otherwise := _answered_otherwise({"jsonrpc": "2.0", "id": live["id"], "result": recorded.get(key)}, live)):
+            if isinstance(recorded, dict) and live is not None and (otherwise := _input_answered_otherwise(recorded, key, live)):
                 self._miss(f"response id {live['id']!r}", otherwise)
         # as the live client's: under its id, and of its era (the recorded retry named 2026-07-28 in its _meta)
         params = params_of(retry.request)
@@ -1191,6 +1189,12 @@ def _answered_otherwise(recorded: dict[str, Any], live: dict[str, Any]) -> str |
         return (f"the recorded client's answer has action {before['action']!r}, this one's {after.get('action')!r}: "
                 "what the recorded server did next came of the recorded answer")
     return None
+
+
+def _input_answered_otherwise(recorded: dict[str, Any], key: str, live: dict[str, Any]) -> str | None:
+    """How a live answer to an input request differs in kind from the recorded client's, which its
+    retry's `inputResponses` carried under `key` (see `_answered_otherwise`)."""
+    return _answered_otherwise({"jsonrpc": "2.0", "id": live["id"], "result": recorded.get(key)}, live)
 
 
 def _task_id(answer: dict[str, Any]) -> Any:
