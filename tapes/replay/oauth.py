@@ -335,10 +335,11 @@ class AuthFlow:
         origins = routes.to_client() if routes else OriginMap(())
         on_mcp = origin == self.recorded_origin and there.split("?", 1)[0] in self.mcp_paths
         order = [i for i in candidates if i not in self.served] + [i for i in candidates if i in self.served]
+        like = (method, there.split("?", 1)[0], header(headers, "authorization"))  # requests taken like it, for a refusal
         if on_mcp:
             # a refusal of the same JSON-RPC method first, then a 401 of any: the server refused the
             # token itself (a 403 insufficient_scope is about what the token was used for)
-            taken = self._taken[(method, there.split("?", 1)[0], header(headers, "authorization"))]
+            taken = self._taken[like]
             order = ([i for i in order if self._refuses(self.exchanges[i], headers, body, taken, same_method=True)]
                      + [i for i in order if self._refuses(self.exchanges[i], headers, body, taken, same_method=False)])
         differences: list[str] = []
@@ -362,7 +363,7 @@ class AuthFlow:
         negotiable: list[str] = []  # what the live request asks differently, when answered as one that did
         if chosen is None:
             if on_mcp:
-                self._taken[(method, there.split("?", 1)[0], header(headers, "authorization"))] += 1
+                self._taken[like] += 1
                 return None
             if negotiated is None:
                 why = differences[0] if differences else "no recorded exchange matches"
