@@ -504,6 +504,9 @@ def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bytes_from_json(record: dict[str, Any], name: str, where: str) -> None:
+    """A JSON Lines frame's bytes, from its `text` (UTF-8) or its `data` (base64), into `data`."""
+    if "text" in record and ("data" in record or not isinstance(record["text"], str)):
+        raise CassetteError(f"{name}: {where} has " + ("both text and data" if "data" in record else "text that is not a string"))
     if isinstance(record.get("text"), str):
         try:
             record["data"] = record.pop("text").encode("utf-8")

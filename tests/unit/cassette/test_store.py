@@ -362,6 +362,19 @@ def test_a_bad_v1_frame_is_one_sentence_naming_the_frame_and_byte(record: object
     _assert_one_sentence(message)
 
 
+@pytest.mark.parametrize(("fields", "problem"), [({"text": 5}, "has text that is not a string"),
+                                               ({"text": "x", "data": "eA=="}, "has both text and data")])
+def test_jsonl_bytes_said_two_ways_or_not_as_text_name_their_frame(tmp_path: Path, fields: dict, problem: str) -> None:
+    """A frame's bytes are its text or its data: one that is neither, or both, was dropped without a word."""
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:1]), tmp_path / "a.jsonl", jsonl=True)
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
+    stderr = json.dumps({"seq": 2, "t": 0.5, "dir": "s2c", "ch": "stdio", "kind": "stderr", **fields}).encode() + b"\n"
+    with pytest.raises(CassetteError) as caught:
+        loads(lines[0] + lines[1] + stderr, "a.jsonl")
+    assert str(caught.value).startswith("a.jsonl: frame 2 ") and problem in str(caught.value)
+    _assert_one_sentence(str(caught.value))
+
+
 def test_jsonl_text_that_utf8_cannot_hold_names_its_frame(tmp_path: Path) -> None:
     save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:2]), tmp_path / "a.jsonl", jsonl=True)
     lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
