@@ -959,7 +959,7 @@ class ReplayEngine:
         if classify(item) is not MessageType.REQUEST or self._client_capabilities is None:
             return None
         params = params_of(item)
-        if item["method"].startswith("tasks/") and params.get("taskId") in self._unasked_tasks:
+        if item["method"].startswith("tasks/") and isinstance(task := params.get("taskId"), str) and task in self._unasked_tasks:
             return "it is about a task of a request the live client was not sent"
         missing = _missing_capability(item["method"], params, self._client_capabilities)
         return None if missing is None else f"the live client did not declare {missing}"
