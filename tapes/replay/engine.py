@@ -1037,21 +1037,17 @@ class ReplayEngine:
         client's answer, in the retry, stands in). None when none is left to ask."""
         while input_round.asked:
             key, request = input_round.asked.pop(0)
-            method, params = request.get("method"), request.get("params")
-            missing = _missing_capability(method, params if isinstance(params, dict) else {}, self._client_capabilities or {}) \
-                if isinstance(method, str) and self._client_capabilities is not None else None
-            if missing is not None:
+            asking = {"jsonrpc": "2.0", "id": f"mcp-tapes-input-{self._input_requests_sent + 1}", "method": request.get("method")}
+            if "params" in request:
+                asking["params"] = request["params"]
+            if (why := self._undeclared(asking)) is not None:
                 owner = input_round.owner
-                self._adapted.append(f"{method} for {owner.request['method']} id {owner.live_id!r}: not asked, as the live "
-                                     f"client did not declare {missing}; the recorded client's answer stood in for its own")
+                self._adapted.append(f"{asking['method']} for {owner.request['method']} id {owner.live_id!r}: not asked, as "
+                                     f"{why}; the recorded client's answer stood in for its own")
                 continue
             self._input_requests_sent += 1
-            request_id = f"mcp-tapes-input-{self._input_requests_sent}"
-            self._input_asked[request_id] = input_round
+            self._input_asked[asking["id"]] = input_round
             input_round.answers.append((key, None))
-            asking = {"jsonrpc": "2.0", "id": request_id, "method": method}
-            if "params" in request:
-                asking["params"] = params
             return asking
         return None
 
