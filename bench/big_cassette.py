@@ -18,13 +18,19 @@ in its own process so each peak RSS is its own:
   the last row shows once scrolled to the end and its details open on a click (skipped when
   Chromium is not installed);
 - show: `tapes show FILE` until it exits (and when its first frame's row came).
-Prints seconds, the ratio to the decode floor, and peak RSS against the file size.
+Then an HTTP cassette of about as many frames (the committed cassettes/everything-http-2025-11-25.tape's
+session recorded again and again, each under a session id of its own), each phase likewise:
+- http decode floor: msgpack alone over that file;
+- http replay, first answer: `tapes replay FILE --http` started, until the answer to the first
+  recorded initialize, POSTed once it announces its URL, is read.
+Prints seconds, the ratio to the decode floor (of its own file), and peak RSS against the file size.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import http.client
 import json
 import os
 import resource
@@ -33,16 +39,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import msgpack
 
 from cassette_io import make_frames
+from tapes.cassette.frames import Kind
 from tapes.cassette.store import CassetteWriter, Header, frame_record, load
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from tests.support.browser import CHROMIUM, Browser  # noqa: E402 - the repository's root is on the path only now
 
 TAPES = [sys.executable, "-m", "tapes"]
+HTTP_SOURCE = Path(__file__).parent.parent / "cassettes" / "everything-http-2025-11-25.tape"
 FILTER = """(() => {{ const box = document.querySelector('input.filter'); box.value = {query};
   const start = performance.now(); box.dispatchEvent(new Event('input'));
   return new Promise((done) => setTimeout(() => done(performance.now() - start - 80), 80)); }})()"""
@@ -61,11 +70,13 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
     start = time.perf_counter()
     if phase.endswith("decode floor"):
         gc.disable()
-        with open(path if phase == "decode floor" else path.with_suffix(".v1"), "rb") as file:
+        with open(path.with_suffix(".v1") if phase == "v1 decode floor" else path, "rb") as file:
             count = sum(1 for _ in msgpack.Unpacker(file, max_buffer_size=0))
         assert count > 1
     elif phase == "load":
         assert not load(path).warnings
+    elif phase == "http replay, first answer":
+        return _http_first_answer(path, start)
     elif phase.startswith("replay"):
         first = make_frames(1)[0].message  # the first recorded request (the frames are generated the same each time)
         if phase == "replay, a miss":
@@ -109,6 +120,63 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
     return {"seconds": time.perf_counter() - start, "rss_peak": _peak_rss_mb()}
 
 
+def _http_first_answer(path: Path, start: float) -> dict[str, float]:
+    """`tapes replay --http`: from its start until the first recorded initialize is answered."""
+    initialize = next(f.message for f in load(HTTP_SOURCE).frames
+                      if f.kind is Kind.MESSAGE and f.message.get("method") == "initialize")
+    start = time.perf_counter()  # (the source cassette read above is no part of it)
+    replay = subprocess.Popen([*TAPES, "replay", str(path), "--http", "--listen", "127.0.0.1:0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert replay.stderr is not None
+    while not (line := replay.stderr.readline()).startswith("tapes: replaying at "):
+        assert line, "the replay ended before it served"
+    url = urlsplit(line.split(" at ", 1)[1].strip())
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=600)
+    connection.request("POST", url.path, json.dumps(initialize),
+                       {"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    answer = connection.getresponse().read()
+    seconds = time.perf_counter() - start
+    assert b'"result"' in answer, answer[:200]
+    status = Path(f"/proc/{replay.pid}/status").read_text()
+    peak = int(next(row for row in status.splitlines() if row.startswith("VmHWM")).split()[1]) / 1024
+    replay.kill()
+    replay.wait()
+    return {"seconds": seconds, "rss_peak": peak}
+
+
+def _write_http_cassette(path: Path, count: int) -> int:
+    """How many frames it wrote: about `count`: the source's session again and again, each under a session id of its
+    own (and channels of its own), after the source's own opening probe."""
+    source = load(HTTP_SOURCE)
+    session_id = source.header.labels["sessions"]
+    probe = [frame for frame in source.frames if frame.channel == source.frames[0].channel]
+    session = source.frames[len(probe):]
+    span = session[-1].t - session[0].t + 0.01
+
+    def renamed(value: object, copy: int) -> object:
+        if isinstance(value, str):
+            return value.replace(session_id, f"{session_id}-{copy}")
+        if isinstance(value, list):
+            return [renamed(item, copy) for item in value]
+        if isinstance(value, dict):
+            return {key: renamed(item, copy) for key, item in value.items()}
+        return value
+
+    with CassetteWriter(path, source.header) as writer:
+        writer.write(probe)
+        seq, copy, written = probe[-1].seq, 0, len(probe)
+        while written < count:
+            copy += 1
+            batch = []
+            for frame in session:
+                seq += 1
+                batch.append(frame._replace(seq=seq, t=round(frame.t + copy * span, 3), channel=f"{frame.channel}:{copy}",
+                                            info=renamed(frame.info, copy)))
+            writer.write(batch)
+            written += len(batch)
+    return written
+
+
 def _page(page: Path) -> dict[str, float]:
     """Open the page in headless Chromium; time its load and a filter, check a scroll and a click."""
     with tempfile.TemporaryDirectory() as profile:
@@ -139,6 +207,7 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None, help="Where to put the cassette (default: a temp dir).")
     parser.add_argument("--skip-view", action="store_true", help="Leave out `tapes view` and `tapes show`.")
+    parser.add_argument("--skip-http", action="store_true", help="Leave out the HTTP cassette.")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -164,21 +233,38 @@ def main() -> None:
         if not args.skip_view:
             phases += ["view", "page"] if os.access(CHROMIUM, os.X_OK) else ["view"]
             phases += ["show"]
-        rows = {}
-        for phase in phases:
-            out = subprocess.run(
-                [sys.executable, __file__, "--phase", phase, "--path", str(path)],
-                check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
-            ).stdout
-            rows[phase] = json.loads(out.strip().splitlines()[-1])
+        rows = {phase: _run_phase(phase, path) for phase in phases}
+        if not args.skip_http:
+            http_path = Path(scratch) / "big-http.tape"
+            http_count = _write_http_cassette(http_path, args.frames)
+            http_mb = http_path.stat().st_size / 1e6
+            http_rows = {phase: _run_phase(phase, http_path) for phase in ("http decode floor", "http replay, first answer")}
 
-    floor, v1_floor = rows["decode floor"]["seconds"], rows["v1 decode floor"]["seconds"]
-    print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB")
-    print(f"{'phase':<22} {'seconds':>8} {'x floor':>8} {'x v1 floor':>10} {'RSS peak':>9} {'x file':>7}")
+    _print(f"{args.frames:,} frames, cassette {size_mb:.1f} MB", rows, size_mb, rows["decode floor"]["seconds"],
+           rows["v1 decode floor"]["seconds"])
+    if not args.skip_http:
+        print()
+        _print(f"{http_count:,} frames over HTTP, cassette {http_mb:.1f} MB", http_rows, http_mb,
+               http_rows["http decode floor"]["seconds"])
+
+
+def _run_phase(phase: str, path: Path) -> dict[str, float]:
+    """One phase, in a fresh process of its own."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--phase", phase, "--path", str(path)],
+        check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _print(title: str, rows: dict[str, dict[str, float]], size_mb: float, floor: float, v1_floor: float | None = None) -> None:
+    print(title)
+    print(f"{'phase':<26} {'seconds':>8} {'x floor':>8}" + (f" {'x v1 floor':>10}" if v1_floor else "")
+          + f" {'RSS peak':>9} {'x file':>7}")
     for phase, row in rows.items():
-        print(f"{phase:<22} {row['seconds']:>8.2f} {row['seconds'] / floor:>8.2f} {row['seconds'] / v1_floor:>10.2f}"
-              f" {row['rss_peak']:>7.0f}MB"
-              f" {row['rss_peak'] / size_mb:>7.2f}" + (f"   {row['note']}" if "note" in row else ""))
+        print(f"{phase:<26} {row['seconds']:>8.2f} {row['seconds'] / floor:>8.2f}"
+              + (f" {row['seconds'] / v1_floor:>10.2f}" if v1_floor else "")
+              + f" {row['rss_peak']:>7.0f}MB {row['rss_peak'] / size_mb:>7.2f}" + (f"   {row['note']}" if "note" in row else ""))
 
 
 if __name__ == "__main__":
