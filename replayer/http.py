@@ -660,8 +660,13 @@ class HttpReplayer:
         again = other.claimed
         if again:  # another live session plays it: a fresh copy
             other = self._copy(other)
-        how = ("whose client did what this one did before it (clients that opened alike came in another order)" if done
-               else "which its client opened for it (the live client went on in one session)")
+        if done:
+            how = "whose client did what this one did before it (clients that opened alike came in another order)"
+        elif session.done:
+            how = "which its client opened for it (the live client went on in one session)"
+        else:  # either may be so: a first request tells them apart no better
+            how = ("whose client sent it, at the live session's first request past its opening (clients that opened alike "
+                   "came in another order, or a client runs a session per step)")
         self._adapted.append(f"{message['method']} id {message['id']!r}: played from recorded session {other.recorded_id}"
                              f"{' again, from a copy' if again else ''}, {how}")
         left, right = self._position[id(session.recorded)], self._position[id(other.recorded)]
