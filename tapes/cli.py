@@ -105,6 +105,18 @@ def _naming(cassette: str) -> Iterator[None]:
         raise error.in_file(cassette) from None
 
 
+@contextmanager
+def _converting(cassette: str) -> Iterator[None]:
+    """A frame that the output's format cannot hold, of a cassette converted as it was loaded, is
+    said as damage in that cassette: its frame and byte offset there."""
+    from tapes.cassette.store import NoJsonForm
+
+    try:
+        yield
+    except NoJsonForm as error:
+        raise error.where_read(cassette) from None
+
+
 def _discard_stdout() -> None:
     """What is still buffered for stdout goes to /dev/null, not into an error at exit."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -550,7 +562,8 @@ def export(cassette: str, output: str, output_format: str | None) -> None:
     if output_format is None and output.endswith(".har"):
         output_format = "har"
     if output_format != "har":
-        _write_cassette(_load(cassette), output, output_format, default="jsonl")
+        with _converting(cassette):
+            _write_cassette(_load(cassette), output, output_format, default="jsonl")
         return
     from tapes.render.har import har_text
 
@@ -606,7 +619,8 @@ def redact(cassette: str, output: str, redact_headers: tuple[str, ...], redact_p
 def import_jsonl(jsonl: str, output: str, output_format: str | None) -> None:
     """Convert a JSON Lines cassette back to msgpack."""
 
-    _write_cassette(_load(jsonl), output, output_format, default="msgpack")
+    with _converting(jsonl):
+        _write_cassette(_load(jsonl), output, output_format, default="msgpack")
 
 
 # --- analysis: diff, verify, lint -----------------------------------------------------------------

@@ -77,6 +77,26 @@ class FrameError(CassetteError):
         return CassetteError(f"{name}: {self}")
 
 
+class NoJsonForm(CassetteError):
+    """A frame that JSON Lines cannot hold (bytes in its message or info, which msgpack has and JSON
+    has not), said of the output; `number` is its place among the cassette's frames (from 1), for a
+    conversion to name it in the file it was read from instead (`where_read`)."""
+
+    def __init__(self, name: str, number: int, seq: int, problem: str) -> None:
+        super().__init__(f"{name}: frame {seq} cannot be written as JSON ({problem})")
+        self.number, self.problem = number, problem
+
+    def where_read(self, path: str) -> CassetteError:
+        """This frame named as damage in the msgpack cassette at `path`, which the frames were loaded
+        from unchanged (a JSON Lines one cannot hold it): its byte offset is found again now."""
+        try:
+            with open(path, "rb") as file:
+                offset = _offset_of_object(file, self.number)  # frame N is object N (the header is object 0)
+        except OSError:
+            return self
+        return CassetteError(f"{path}: frame {self.number} (byte {offset}) cannot be written as JSON ({self.problem})")
+
+
 class Unpackable(ValueError):
     """What a CassetteWriter cannot write as msgpack (a lone surrogate or an integer wider than
     64 bits outside a message, where no bytes can stand for it): which part, and why."""
@@ -107,6 +127,8 @@ class Header:
     def from_record(cls, record: dict[str, Any]) -> Header:
         fields = dict(record)
         version = fields.pop(MAGIC)
+        if type(version) is not int:  # True and 1.0 are equal to 1, and would be read as format 1
+            raise TypeError("its format version is not an integer")
         if version not in READABLE_VERSIONS:
             raise ValueError(f"format version {version!r:.20} is not supported (this reads {READABLE_VERSIONS[0]} to {FORMAT_VERSION})")
         for name, kind in (("transport", str), ("server", dict), ("created", str), ("tool", str)):
@@ -285,7 +307,7 @@ def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data
         if problem := shape_problem(message):
             return f"its message has {problem}"
     elif message is not None:
-        return f"it is a {kind} frame with a message"
+        return f"it has a message, which no {kind} frame has"
     checks = _INFO_CHECKS.get(kind)
     return checks(info or {}) if checks else None
 
@@ -440,11 +462,12 @@ def dump(cassette: Cassette, out: BinaryIO, *, jsonl: bool, name: str = "<output
                 raise CassetteError(f"{name}: {error}") from None
             return
         lines = [_json_line(cassette.header.record(JSONL_VERSION))]
-        for frame in cassette.frames:
+        for number, frame in enumerate(cassette.frames, 1):
             try:
                 lines.append(_json_frame(frame))
             except (TypeError, ValueError) as error:
-                raise CassetteError(f"{name}: frame {frame.seq} cannot be written as JSON ({error})") from None
+                problem = "it holds bytes, which JSON has no form for" if "bytes" in str(error) else str(error)
+                raise NoJsonForm(name, number, frame.seq, problem) from None
         out.write(b"".join(lines))
         out.flush()
     except BrokenPipeError:  # the reader of a pipe went away: for the caller to judge
@@ -736,6 +759,8 @@ def _msgpack_frames(
             where = f"{name}: frame {damage.number} (byte {_offset_of_object(file, damage.number)})"
             if isinstance(damage.error, _BadFrame):
                 raise CassetteError(f"{where} is not a valid frame ({damage.error})") from None
+            if "strict_map_key" in str(damage.error):  # valid msgpack, but JSON's keys are strings, and so are a frame's
+                raise CassetteError(f"{where} is not a valid frame (it holds a map key that is not a string)") from None
             raise CassetteError(f"{where} is not valid msgpack ({_msgpack_problem(damage.error)})") from None
         if not _whole_at_end(unpacker):
             # A cut can only leave the start of a frame; anything else there is damage, not a crash.
@@ -913,9 +938,8 @@ class _capture_reader:
 
 def _jsonl_stream(file: BinaryIO, name: str, warnings: list[str]) -> tuple[Header, Generator[Frame]]:
     records = _jsonl_records(file, name, warnings)
-    for _, _, record in records:
-        return _header_at(record, name), _jsonl_frames(file, records, name)
-    raise CassetteError(f"{name}: holds no mcp-tapes header")
+    _, _, record = next(records)  # the file starts with "{": its first line is the header, or an error
+    return _header_at(record, name), _jsonl_frames(file, records, name)
 
 
 def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[tuple[int, int, Any]]:
@@ -929,7 +953,13 @@ def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[t
             try:
                 record = json.loads(line)
             except (ValueError, RecursionError) as error:  # UnicodeDecodeError included
+                what = f"frame {records} (byte {start}, line {number})" if records else f"byte {start} (line {number})"
+                if (cr := _cr_line_end(line)) is not None:
+                    raise CassetteError(f"{name}: {what} ends in CR alone at byte {start + cr} (an old Mac's line end), "
+                                        "but JSON Lines lines end in LF") from None
                 if not line.endswith(b"\n"):  # unterminated last line: a writer stopped mid-line
+                    if not records:
+                        raise CassetteError(f"{name}: is truncated inside its header (byte 0)") from None
                     warnings.append(
                         f"{name}: the last line is truncated at byte {start}; the {records - 1} frames before it are kept"
                     )
@@ -938,7 +968,6 @@ def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[t
                            # the decoder's own line and column would count within this line, confusingly
                            else f"{error.msg} at its character {error.pos + 1}" if isinstance(error, json.JSONDecodeError)
                            else error)
-                what = f"frame {records} (byte {start}, line {number})" if records else f"byte {start} (line {number})"
                 raise CassetteError(f"{name}: {what} is not valid JSON ({problem})") from None
             if _may_nest_too_deeply(line) and deeper_than(record, MAX_NESTING):
                 raise CassetteError(f"{name}: byte {start} (line {number}) nests arrays and objects deeper than "
@@ -947,6 +976,20 @@ def _jsonl_records(file: BinaryIO, name: str, warnings: list[str]) -> Iterator[t
             records += 1
     except OSError as error:
         raise _unreadable(name, error) from None
+
+
+def _cr_line_end(line: bytes) -> int | None:
+    """Where a line that is not JSON has a CR after a whole JSON value: a line end of an old Mac's,
+    which JSON Lines (whose lines end in LF, CRLF being LF after JSON's whitespace) does not use. It is
+    refused rather than read: a line without its LF is how the reader tells a cut from a whole file."""
+    cr = line.find(b"\r")
+    if cr < 0:
+        return None
+    try:
+        json.loads(line[:cr])
+    except (ValueError, RecursionError):
+        return None
+    return cr
 
 
 def _jsonl_frames(file: BinaryIO, records: Iterator[tuple[int, int, Any]], name: str) -> Generator[Frame]:

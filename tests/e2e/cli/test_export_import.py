@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.cassette.store import load
 
 from tests.support.paths import TAPES
@@ -42,6 +43,24 @@ def test_cli_error_is_one_line_without_traceback(tmp_path: Path, damage: str) ->
     assert result.stderr.startswith("tapes: error: ")
     assert result.stderr.count("\n") == 1 and result.stderr.endswith("\n")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("output", ["out.jsonl", "-"])
+@pytest.mark.parametrize("where", ["msg", "info"])
+def test_msgpack_bytes_where_json_belongs_are_named_in_the_input(tmp_path: Path, output: str, where: str) -> None:
+    """Bytes in a message or its info (msgpack has them, JSON has not): the error named the output file."""
+    source = tmp_path / "a.tape"
+    message = {"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"blob": b"\x00\x01"}}
+    damaged = Frame(40, 0.5, Direction.CLIENT_TO_SERVER, "stdio", Kind.MESSAGE, message) if where == "msg" else \
+        Frame(40, 0.5, Direction.SERVER_TO_CLIENT, "stdio", Kind.STREAM_END, info={"reason": "eof", b"note": "x"})
+    offset = len(write_cassette(source, EVERY_KIND[:3]))
+    write_cassette(source, [*EVERY_KIND[:3], damaged])
+    for command in ("export", "import"):
+        result = _tapes(command, source, "--format", "jsonl", "-o", output if output == "-" else tmp_path / output)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == (f"tapes: error: {source}: frame 4 (byte {offset}) cannot be written as JSON "
+                                 "(it holds bytes, which JSON has no form for)\n")
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_a_cassette_the_format_cannot_hold_leaves_the_output_as_it_was(tmp_path: Path) -> None:

@@ -269,6 +269,31 @@ def test_truncated_last_jsonl_line_warns(tmp_path: Path) -> None:
     ]
 
 
+def test_a_cut_inside_the_json_lines_header_is_an_error(tmp_path: Path) -> None:
+    """It said the file held no mcp-tapes header, and warned of the -1 frames before the cut."""
+    save(Cassette(EVERY_KIND_HEADER, []), tmp_path / "a.jsonl", jsonl=True)
+    content = (tmp_path / "a.jsonl").read_bytes()
+    with pytest.raises(CassetteError) as caught:
+        loads(content[:-10], "a.jsonl")
+    assert str(caught.value) == "a.jsonl: is truncated inside its header (byte 0)"
+
+
+@pytest.mark.parametrize("cr_from_line", [0, 2])
+def test_json_lines_ending_in_cr_alone_are_named_so(tmp_path: Path, cr_from_line: int) -> None:
+    """Old Mac line ends made the file one unterminated line: it said the file held no mcp-tapes header."""
+    save(Cassette(EVERY_KIND_HEADER, EVERY_KIND[:3]), tmp_path / "a.jsonl", jsonl=True)
+    lines = (tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)
+    content = b"".join(lines[:cr_from_line]) + b"".join(line.replace(b"\n", b"\r") for line in lines[cr_from_line:])
+    start = len(b"".join(lines[:cr_from_line]))
+    where = f"frame 2 (byte {start}, line 3)" if cr_from_line else "byte 0 (line 1)"
+    with pytest.raises(CassetteError) as caught:
+        loads(content, "a.jsonl")
+    assert str(caught.value) == (f"a.jsonl: {where} ends in CR alone at byte {start + len(lines[cr_from_line]) - 1} "
+                                 "(an old Mac's line end), but JSON Lines lines end in LF")
+    _assert_one_sentence(str(caught.value))
+    assert loads(content.replace(b"\r", b"\r\n"), "a.jsonl").frames == EVERY_KIND[:3]  # CRLF is read
+
+
 RAW = [4, 0.5, 0, 0, 1, None, b"x"]  # seq, t, c2s, channel 0 (stdio), raw, no message, data
 NAN = float("nan")
 
@@ -314,7 +339,12 @@ def _raw(**changes: object) -> bytes:
         pytest.param(
             _raw(kind=0, msg={"jsonrpc": "2.0", "id": 1, "error": {"code": "x"}}), "error without", id="bad error"
         ),
-        pytest.param(_raw(msg={"jsonrpc": "2.0", "method": "x"}), "it is a raw frame with a message", id="raw + msg"),
+        pytest.param(_raw(msg={"jsonrpc": "2.0", "method": "x"}), "it has a message, which no raw frame has", id="raw + msg"),
+        pytest.param(_raw(kind=7, msg={"jsonrpc": "2.0", "method": "x"}), "(it has a message, which no exit frame has)",
+                     id="exit + msg"),
+        pytest.param(msgpack.packb({1: 2}), "is not a valid frame (it holds a map key that is not a string)", id="int key"),
+        pytest.param(_raw(kind=7, info={"code": 0, "signal": None, 2.5: 1}), "is not a valid frame (it holds a map key "
+                     "that is not a string)", id="float key in info"),
         pytest.param(_raw(kind=3, info={"method": "GET", "path": "/"}), "headers are not a list", id="no headers"),
         pytest.param(_raw(kind=4, info={"status": "200", "headers": []}), "info status is str, not int", id="status"),
         pytest.param(_raw(kind=6, info={}), "info reason is NoneType, not str", id="stream end without reason"),
@@ -334,6 +364,7 @@ def test_garbage_in_the_middle_is_one_sentence_naming_the_frame_and_byte(
         f"a.tape: byte {len(head)} does not start a frame"
     )
     assert problem in message
+    assert "strict_map_key" not in message
     _assert_one_sentence(message)
 
 
@@ -429,6 +460,26 @@ def test_msgpack_extension_types_are_refused(tmp_path: Path, extension: object) 
             msgpack.packb({"mcp-tapes": 99, "transport": "stdio"}),
             "a.tape: has an unusable header at byte 0 (format version 99 is not supported (this reads 1 to 2)",
             id="future format",
+        ),
+        pytest.param(
+            msgpack.packb({**EVERY_KIND_HEADER.record(), "mcp-tapes": True}),
+            "a.tape: has an unusable header at byte 0 (its format version is not an integer)",
+            id="format version true",
+        ),
+        pytest.param(
+            msgpack.packb({**EVERY_KIND_HEADER.record(), "mcp-tapes": 2.0}),
+            "a.tape: has an unusable header at byte 0 (its format version is not an integer)",
+            id="format version 2.0",
+        ),
+        pytest.param(
+            json.dumps({**EVERY_KIND_HEADER.record(1), "mcp-tapes": True}).encode() + b"\n",
+            "a.tape: has an unusable header at byte 0 (its format version is not an integer)",
+            id="JSON Lines format version true",
+        ),
+        pytest.param(
+            json.dumps({**EVERY_KIND_HEADER.record(1), "mcp-tapes": 1.0}).encode() + b"\n",
+            "a.tape: has an unusable header at byte 0 (its format version is not an integer)",
+            id="JSON Lines format version 1.0",
         ),
         pytest.param(
             msgpack.packb({**EVERY_KIND_HEADER.record(), "server": "python x.py"}),
