@@ -39,7 +39,16 @@ from tapes.cassette.http_framer import (
 )
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
-from tapes.cassette.store import STDOUT, CassetteWriter, Header, load, recording_stopped, replace_file
+from tapes.cassette.store import (
+    STDOUT,
+    CassetteError,
+    CassetteWriter,
+    Header,
+    RecordingFile,
+    load,
+    recording_stopped,
+    replace_file,
+)
 from tapes.errors import UserError
 from tapes.wire.http import header, upstream_url
 from tapes.wire.jsonrpc import not_mcp_answer
@@ -241,12 +250,16 @@ class _CassetteSink:
         self.failed = False
         self.labels: dict[str, str] = {}  # added to the header's labels at the end
         self._writer: CassetteWriter | None = None
+        self._file: RecordingFile | None = None
         try:
             # raises CassetteError (a UserError) if it cannot be opened
             self._writer = (CassetteWriter(sys.stdout.buffer, header, jsonl=True) if output == STDOUT
                             else CassetteWriter(output, header))
         except OSError as error:
             self._fail(error)
+        else:
+            if output != STDOUT:
+                self._file = RecordingFile(output, self._writer.fileno())
         self._framer = HttpFramer(redactor)
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.capture = self._queue.put
@@ -264,6 +277,15 @@ class _CassetteSink:
             self._writer.close()
         if self.failed:
             return
+        assert self._file is not None
+        try:
+            put_back = self._file.put_back()
+        except CassetteError as error:  # the recording is lost: said as a failed write is, and the exit code says so
+            self.failed = True
+            print(f"tapes: error: {error}", file=sys.stderr, flush=True)
+            return
+        if put_back:
+            print(f"tapes: warning: {put_back}", file=sys.stderr, flush=True)
         cassette = load(self._output)
         labels = dict(cassette.header.labels) | self.labels
         if cassette.protocol_version:

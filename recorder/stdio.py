@@ -37,7 +37,15 @@ from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
 from tapes.cassette.stdio_framer import Stream
-from tapes.cassette.store import Cassette, CassetteError, Header, load, recording_stopped, replace_file
+from tapes.cassette.store import (
+    Cassette,
+    CassetteError,
+    Header,
+    RecordingFile,
+    load,
+    recording_stopped,
+    replace_file,
+)
 from tapes.errors import UserError
 
 CHUNK = 1 << 20
@@ -62,7 +70,7 @@ def record_stdio(command: list[str], output: str, before_record: FrameHook | Non
     with _SignalForwarder() as forwarder:  # until the cassette is finished: a Ctrl-C must not cut it short
         returncode = _run_server(command, capture, forwarder)
         header = dataclasses.replace(header, redaction=labels)
-        recorded = not capture.failed and (capture.complete is None or _finish(output, header, rules, before_record))
+        recorded = not capture.failed and (capture.complete is None or _finish(capture, header, rules, before_record))
     return returncode if recorded else (returncode or 1)
 
 
@@ -114,10 +122,17 @@ else:
     _dies_with_recorder = None
 
 
-def _finish(output: str, header: Header, rules: RedactionRules, before_record: FrameHook | None) -> bool:
-    """Rewrite the capture at `output` into frames (in the format its name says), redacted, then
+def _finish(capture: _Capture, header: Header, rules: RedactionRules, before_record: FrameHook | None) -> bool:
+    """Rewrite the capture at its path into frames (in the format its name says), redacted, then
     through the hook; whether that worked. On failure the capture stays as it is (`load` reads it
-    too), and the recorder says so."""
+    too), and the recorder says so. A capture file deleted or replaced meanwhile is put back first."""
+    output = capture.output
+    try:
+        if put_back := capture.file.put_back():
+            os.write(2, f"tapes: warning: {put_back}\n".encode(errors="replace"))
+    except CassetteError as error:
+        _say(str(error))
+        return False
     try:
         frames = scrubbed(Redactor(rules).frames(load(output).frames), before_record)
         replace_file(Cassette(header, frames), output)
@@ -284,7 +299,7 @@ class _Capture:
     session: the recorder says so on stderr at once, forwards on, and exits non-zero."""
 
     def __init__(self, output: str, header: Header, unapplied: tuple[str, ...]) -> None:
-        self._output = output
+        self.output = output
         self._start = time.monotonic()
         self._lock = threading.Lock()  # taken only when a write fails
         self.failed = False
@@ -297,6 +312,7 @@ class _Capture:
             raise UserError(f"{output}: cannot be written ({error.strerror})") from None
         if not stat.S_ISREG(os.fstat(self._fd).st_mode):
             self.complete = None
+        self.file = RecordingFile(output, self._fd)
         record = {**header.record(), CAPTURE_KEY: {"unapplied": list(unapplied)}}
         packed = msgpack.packb(record)
         self._write([packed], len(packed))
@@ -341,4 +357,4 @@ class _Capture:
             if self.failed:
                 return
             self.failed = True
-        _say(recording_stopped(self._output, reason))
+        _say(recording_stopped(self.output, reason))

@@ -379,6 +379,9 @@ class CassetteWriter:
         except ValueError as error:  # a lone surrogate (a JSON Lines header can hold one)
             raise Unpackable(f"its header cannot be written as msgpack ({error})") from None
 
+    def fileno(self) -> int:
+        return self._file.fileno()
+
     def close(self) -> None:
         self._file.close()
 
@@ -497,6 +500,66 @@ def replacing(path: str | os.PathLike[str], write: Callable[[str], None]) -> Non
             os.unlink(scratch)
         raise
     os.replace(scratch, target)
+
+
+class RecordingFile:
+    """The cassette file a recorder appends to while the session runs, held open for reading too:
+    if its path stops naming it meanwhile (deleted, moved away, replaced by a test's cleanup or a
+    `git checkout`), what was recorded is still in the file, and `put_back` writes it there again.
+    Inert for what is no regular file (/dev/null, a FIFO) and for a file its owner cannot read."""
+
+    def __init__(self, path: str, written: int) -> None:
+        """`written`: the descriptor the recorder appends through."""
+        self._path = path
+        self._reader: int | None = None
+        if not stat.S_ISREG(os.fstat(written).st_mode):
+            return
+        try:
+            reader = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        if _same_file(os.fstat(reader), os.fstat(written)):
+            self._reader = reader
+        else:  # replaced already between the two opens
+            os.close(reader)
+
+    def put_back(self) -> str | None:
+        """Once the recording is written: if the path no longer names the file, write its content
+        there (over what took its place: the recorder was told to record there); the sentence
+        saying so, or None. Raises CassetteError, the recording lost, when that cannot be written."""
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return None
+        try:
+            try:
+                now: os.stat_result | None = os.stat(self._path)
+            except OSError:
+                now = None
+            if now is not None and _same_file(now, os.fstat(reader)):
+                return None
+            what = "was deleted or moved away" if now is None else "was replaced by another file"
+            if now is not None and not stat.S_ISREG(now.st_mode):  # a FIFO would hold the recorder until read
+                raise CassetteError(f"{self._path} {what}, no regular one, during the recording: the recording is lost")
+            try:
+                replacing(self._path, lambda scratch: _copy_out(reader, scratch))
+            except OSError as error:
+                raise CassetteError(f"{self._path} {what} during the recording and cannot be written again "
+                                    f"({error.strerror or error}): the recording is lost") from None
+            return f"{self._path} {what} during the recording; the recording was written there again"
+        finally:
+            os.close(reader)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _copy_out(source: int, path: str) -> None:
+    with open(path, "wb") as out:
+        offset = 0
+        while chunk := os.pread(source, _READ_SIZE, offset):
+            out.write(chunk)
+            offset += len(chunk)
 
 
 def _is_special(path: str | os.PathLike[str]) -> bool:

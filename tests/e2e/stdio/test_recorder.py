@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from tapes.cassette.frames import Direction, Kind
 from tapes.cassette.store import load
 
-from tests.support.paths import SUPPORT, TAPES
+from tests.support.paths import CASSETTES, SUPPORT, TAPES
 from tests.support.stdio_sessions import TIMEOUT, Session, flood, of_kind, wire
 
 PEER = [sys.executable, str(SUPPORT / "recorder_peer.py")]
@@ -460,3 +460,58 @@ def test_a_write_error_mid_session_keeps_what_was_written(tmp_path: Path) -> Non
     c2s = wire(cassette, C2S)
     assert c2s and b"".join(lines).startswith(c2s)
     assert any("the recorder stopped before the server exited" in warning for warning in cassette.warnings)
+
+
+# --- a cassette deleted, moved or replaced while the session runs ----------------------------
+
+
+def _meddle(cassette_path: Path, how: str) -> None:
+    if how == "deleted":
+        cassette_path.unlink()
+    elif how == "moved":
+        cassette_path.rename(cassette_path.with_name("moved.tape"))
+    else:  # a new file at the path, as `git checkout` or a test's cleanup restores an older cassette
+        cassette_path.unlink()
+        cassette_path.write_bytes((CASSETTES / "everything-stdio-2024-11-05.tape").read_bytes())
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved", "replaced"])
+def test_a_cassette_deleted_moved_or_replaced_mid_session_is_written_again_and_said(
+    record: Record, how: str
+) -> None:
+    session, cassette_path = record([*PEER, "echo"])
+    lines = [b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n for n in range(3)]
+    session.send(lines[0])
+    assert session.read_line() == lines[0]  # recorded: the chunk was appended before it was forwarded
+    _meddle(cassette_path, how)
+    for line in lines[1:]:
+        session.send(line)
+        assert session.read_line() == line
+    session.close_stdin()
+    assert session.finish() == 0
+    what = "deleted or moved away" if how != "replaced" else "replaced by another file"
+    assert session.stderr == (
+        f"tapes: warning: {cassette_path} was {what} during the recording; the recording was written there again\n"
+    ).encode()
+
+    cassette = load(cassette_path)
+    assert wire(cassette, C2S) == wire(cassette, S2C) == b"".join(lines)
+    assert cassette.frames[-1].info == {"code": 0, "signal": None} and not cassette.warnings
+
+
+def test_a_cassette_whose_folder_is_removed_mid_session_is_one_sentence_and_a_failed_exit(tmp_path: Path) -> None:
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    cassette_path = folder / "x.tape"
+    session = Session(cassette_path, [*PEER, "echo"])
+    line = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    session.send(line)
+    assert session.read_line() == line
+    cassette_path.unlink()
+    folder.rmdir()
+    session.close_stdin()
+    assert session.finish() == 1  # the echo server exited 0
+    assert session.stderr == (
+        f"tapes: error: {cassette_path} was deleted or moved away during the recording and cannot be written "
+        "again (No such file or directory): the recording is lost\n"
+    ).encode()
