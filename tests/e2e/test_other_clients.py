@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from tapes.wire.jsonrpc import items
 from tests.support.flows import notes_flow
 from tests.support.http_peers import notes_over_http, record_session
 from tests.support.interop import HTTP, SSE, STDIO, Replayed, node, replay, run_client, stable, supergateway_serving
-from tests.support.paths import CASSETTES, PEERS, TAPES
+from tests.support.paths import CASSETTES, PEERS, SERVERS, TAPES
 from tests.support.processes import TIMEOUT, Process
 
 CLIENTS = ("python", "ts", "ts2", "inspector", "inspector2", "python1", "fastmcp", "aisdk")
@@ -217,3 +218,23 @@ def test_input_a_stateless_era_server_asked_for_is_asked_of_an_initialize_client
     asked = [line for line in summary["adapted"] if "input_required" in line]
     assert [line.split(":")[0] for line in asked] == ["tools/call id 1", "tools/call id 2"], summary["adapted"]
     assert "sent as sampling/createMessage requests" in asked[0] and "sent as roots/list requests" in asked[1]
+
+
+def test_the_ai_sdk_client_records_its_session_when_the_refusal_of_its_early_get_comes_late(tmp_path: Path) -> None:
+    """The AI SDK client opens its GET stream before it initializes; the notes server refuses it
+    with a 400 that names a session it dropped. On a loaded machine that 400 can reach the client
+    after the initialize answer (late_refusal_server.py makes it certain): the client must still
+    record its scenario on the session initialize gave it."""
+    server = Process([sys.executable, str(SERVERS / "late_refusal_server.py")])
+    try:
+        upstream = server.wait_for(r"listening on (http://\S+)")[1]
+        recorder = Process([*TAPES, "record", "-o", str(tmp_path / "notes.tape"), "--upstream", upstream,
+                            "--listen", "127.0.0.1:0"])
+        try:
+            got = run_client("aisdk", "notes", HTTP, recorder.wait_for(r"tapes: recording (http://\S+)")[1])
+        finally:
+            assert recorder.stop(signal.SIGINT) == 0, recorder.rest_of_stderr()
+    finally:
+        server.stop()
+    assert got["session"]["server"]["name"] == "notes"
+    assert [step["method"] for step in got["steps"]][:2] == ["tools/list", "tools/call"]
