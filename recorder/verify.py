@@ -243,6 +243,7 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
                 script.receive(value)
         else:
             ended.add(exchange)
+            script.receive_end(exchange)
 
     client = httpx.Client(timeout=httpx.Timeout(step_timeout * 2, read=None), trust_env=False)
     clock = _StepClock(step_timeout)

@@ -151,10 +151,11 @@ def diff_sessions(old: Session, new: Session, *, old_name: str = "old", new_name
     return report
 
 
-def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | None]]:
+def align(old: list[Step], new: list[Step], noise: Noise | None = None) -> list[tuple[Step | None, Step | None]]:
     """Pairs of steps that ask the same thing, in order; a step found on one side only is paired
     with None. Within a stretch the two sides do differently, steps with the same key still pair up
-    in order, and so does a step that moved to another stretch."""
+    in order, and so does a step that moved to another stretch. Steps of one key asked one after
+    the other (concurrent calls of a tool, sent in another order) pair by equal requests first."""
     # The stretches both begin and end with asking the same pair up at once: SequenceMatcher takes
     # time quadratic in a run of one key (a session calling one tool 4000 times took seconds).
     head = 0
@@ -180,7 +181,7 @@ def align(old: list[Step], new: list[Step]) -> list[tuple[Step | None, Step | No
             pairs.append((step, twin))
         pairs += [(None, step) for step in new[j1:j2] if id(step) not in paired]
     pairs += zip(old[len(old) - tail:], new[len(new) - tail:], strict=True)
-    return _pair_moved(pairs)
+    return _pair_equal_requests(_pair_moved(pairs), noise or Noise())
 
 
 def _by_key(steps: list[Step]) -> dict[tuple[str, str], deque[Step]]:
@@ -209,8 +210,43 @@ def _pair_moved(pairs: list[tuple[Step | None, Step | None]]) -> list[tuple[Step
     return [pair for index, pair in enumerate(pairs) if index not in moved]
 
 
+def _pair_equal_requests(pairs: list[tuple[Step | None, Step | None]], noise: Noise) -> list[tuple[Step | None, Step | None]]:
+    """Within each run of paired steps of one key, a step pairs with the first twin that asks the
+    same (its params, noise aside), the others in order: two concurrent calls of a tool sent in
+    another order are not both changed."""
+    found: list[tuple[Step | None, Step | None]] = []
+    run: list[tuple[Step, Step]] = []
+    for before, after in pairs:
+        if before is not None and after is not None and (not run or run[0][0].key == before.key):
+            run.append((before, after))
+            continue
+        found += _by_request(run, noise)
+        run = [(before, after)] if before is not None and after is not None else []
+        if not run:
+            found.append((before, after))
+    return found + _by_request(run, noise)
+
+
+def _by_request(run: list[tuple[Step, Step]], noise: Noise) -> list[tuple[Step | None, Step | None]]:
+    if len(run) < 2:
+        return list(run)
+    waiting: dict[str, deque[Step]] = defaultdict(deque)
+    for _, after in run:
+        waiting[_asked(after, noise)].append(after)
+    twins = [waiting[asked].popleft() if waiting.get(asked := _asked(before, noise)) else None for before, _ in run]
+    taken = {id(twin) for twin in twins if twin is not None}
+    rest = deque(after for _, after in run if id(after) not in taken)
+    return [(before, twin or rest.popleft()) for (before, _), twin in zip(run, twins, strict=True)]
+
+
+def _asked(step: Step, noise: Noise) -> str:
+    """What a step asks, as compared (noise aside), in one string to look twins up by."""
+    document = step.document(noise)
+    return json.dumps(document.get("request") if isinstance(document, dict) else None, sort_keys=True)
+
+
 def _compare_steps(old: Session, new: Session, noise: Noise, report: DiffReport) -> None:
-    for before, after in align(old.steps, new.steps):
+    for before, after in align(old.steps, new.steps, noise):
         if before is None or after is None:
             step = before or after
             assert step is not None

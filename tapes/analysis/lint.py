@@ -40,6 +40,7 @@ RULES: dict[str, str] = {
     "request-id-reuse": "a side never reuses its own request id within a session",
     "response-to-notification": "notifications and responses get no JSON-RPC answer (HTTP: 202 Accepted, no body)",
     "unknown-response-id": "every response answers a request the other side sent",
+    "duplicate-response": "a request is answered once",
     "notification-with-id": "a notification carries no id",
     "routing-headers": "Mcp-Method / Mcp-Name headers are present and match the body (2026-07-28)",
     "progress-not-increasing": "progress for a token increases with every notification",
@@ -75,9 +76,24 @@ def _messages(frames: list[Frame]) -> Iterator[tuple[Frame, dict[str, Any]]]:
 
 
 def _sessions(cassette: Cassette) -> list[list[Frame]]:
+    """The frames of each session. Where the server named its sessions, an exchange outside them
+    (a client's server/discover probe before its initialize) is one of its own: the probes of
+    several clients are not one session."""
     if cassette.header.transport == STDIO:
         return [cassette.frames]
-    return [recorded.frames for recorded in split_sessions(cassette.frames)]
+    recorded = split_sessions(cassette.frames)
+    if all(session.session_id is None for session in recorded):
+        return [session.frames for session in recorded]
+    found: list[list[Frame]] = []
+    for session in recorded:
+        if session.session_id is not None:
+            found.append(session.frames)
+            continue
+        exchanges: dict[str, list[Frame]] = defaultdict(list)
+        for frame in session.frames:
+            exchanges[frame.channel].append(frame)
+        found += exchanges.values()
+    return found
 
 
 def _check_batches(cassette: Cassette, era: str | None) -> list[Finding]:
@@ -87,32 +103,37 @@ def _check_batches(cassette: Cassette, era: str | None) -> list[Finding]:
             for frame in cassette.frames if isinstance(frame.message, list)]
 
 
-def _http_requests(cassette: Cassette) -> Iterator[tuple[Frame, list[dict[str, Any]]]]:
+def _http_requests(frames: list[Frame]) -> Iterator[tuple[Frame, list[dict[str, Any]]]]:
     """Each HTTP request head with the JSON-RPC items of its body."""
     bodies: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for frame, item in _messages(cassette.frames):
+    for frame, item in _messages(frames):
         if frame.from_client and frame.kind is Kind.MESSAGE:
             bodies[frame.channel].append(item)
-    for frame in cassette.frames:
+    for frame in frames:
         if frame.kind is Kind.HTTP_REQUEST:
             yield frame, bodies.get(frame.channel, [])
 
 
 def _check_version_header(cassette: Cassette, era: str | None) -> list[Finding]:
-    if era not in HEADER_ERAS or cassette.header.transport == STDIO:
+    if cassette.header.transport == STDIO:
         return []
     found = []
-    initialized_after = _initialize_answered_at(cassette)
-    for frame, body in _http_requests(cassette):
-        if any(item.get("method") == "initialize" for item in body) or _is_legacy_endpoint(frame):
+    for frames in _sessions(cassette):
+        negotiated = Cassette(cassette.header, frames).protocol_version or era  # each session negotiates its own
+        if negotiated not in HEADER_ERAS:
             continue
-        if frame.seq <= initialized_after:  # made before initialize was answered
-            continue
-        value = header((frame.info or {}).get("headers"), "mcp-protocol-version")
-        if value is None:
-            found.append(Finding(frame.seq, "protocol-version-header", "no MCP-Protocol-Version header after initialize"))
-        elif value != era:
-            found.append(Finding(frame.seq, "protocol-version-header", f"MCP-Protocol-Version {value} but {era} was negotiated"))
+        initialized_after = _initialize_answered_at(frames)
+        for frame, body in _http_requests(frames):
+            if any(item.get("method") == "initialize" for item in body) or _is_legacy_endpoint(frame):
+                continue
+            if frame.seq <= initialized_after:  # made before initialize was answered
+                continue
+            value = header((frame.info or {}).get("headers"), "mcp-protocol-version")
+            if value is None:
+                found.append(Finding(frame.seq, "protocol-version-header", "no MCP-Protocol-Version header after initialize"))
+            elif value != negotiated:
+                found.append(Finding(frame.seq, "protocol-version-header",
+                                     f"MCP-Protocol-Version {value} but {negotiated} was negotiated"))
     return found
 
 
@@ -120,13 +141,13 @@ def _is_legacy_endpoint(frame: Frame) -> bool:
     return (frame.info or {}).get("method") == "GET" and (frame.info or {}).get("path", "").split("?")[0].endswith("/sse")
 
 
-def _initialize_answered_at(cassette: Cassette) -> float:
+def _initialize_answered_at(frames: list[Frame]) -> float:
     """The seq after which an initialize request and its result had both been seen (infinity when
     none was answered): a request made later is made after initialize. Worked out in one pass, not
     once per request (that was quadratic in the exchanges of a long HTTP recording)."""
     asked: dict[Any, int] = {}  # initialize request id -> the seq it was first sent at
     results: list[tuple[Any, int]] = []
-    for frame, item in _messages(cassette.frames):
+    for frame, item in _messages(frames):
         if frame.from_client and item.get("method") == "initialize" and "id" in item:
             asked[item["id"]] = min(asked.get(item["id"], frame.seq), frame.seq)
         elif not frame.from_client and "result" in item:
@@ -161,12 +182,14 @@ def _check_ids(cassette: Cassette, era: str | None) -> list[Finding]:
     found = []
     for frames in _sessions(cassette):
         sent: dict[Direction, set[Any]] = defaultdict(set)
+        answered: dict[tuple[Direction, Any], int] = {}  # (requester, request id) -> the seq of its answer
         for frame, item in _messages(frames):
             kind = classify(item)
             if kind is MessageType.REQUEST:
                 if item["id"] in sent[frame.direction]:
                     found.append(Finding(frame.seq, "request-id-reuse", f"request id {_shown(item['id'])} was already used by the {_side(frame)}"))
                 sent[frame.direction].add(item["id"])
+                answered.pop((frame.direction, item["id"]), None)  # a reused id asks anew
                 if item["method"].startswith("notifications/"):
                     found.append(Finding(frame.seq, "notification-with-id", f"{item['method']} sent with id {_shown(item['id'])}"))
             elif kind in (MessageType.RESULT, MessageType.ERROR):
@@ -174,6 +197,12 @@ def _check_ids(cassette: Cassette, era: str | None) -> list[Finding]:
                 if item["id"] not in sent[other]:
                     found.append(Finding(frame.seq, "unknown-response-id",
                                          f"response #{_shown(item['id'])} from the {_side(frame)} answers no request it was sent"))
+                elif (other, item["id"]) in answered:
+                    found.append(Finding(frame.seq, "duplicate-response",
+                                         f"response #{_shown(item['id'])} from the {_side(frame)} answers a request "
+                                         f"answered at frame {answered[(other, item['id'])]}"))
+                else:
+                    answered[(other, item["id"])] = frame.seq
     return found
 
 
@@ -184,7 +213,7 @@ def _side(frame: Frame) -> str:
 def _check_notification_answers(cassette: Cassette, era: str | None) -> list[Finding]:
     """HTTP: a POST of notifications and responses only is answered 202 with no body."""
     found = []
-    posted = {frame.channel: body for frame, body in _http_requests(cassette) if (frame.info or {}).get("method") == "POST"}
+    posted = {frame.channel: body for frame, body in _http_requests(cassette.frames) if (frame.info or {}).get("method") == "POST"}
     for frame in cassette.frames:
         body = posted.get(frame.channel)
         if not body or any(classify(item) is MessageType.REQUEST for item in body) or frame.from_client:
@@ -201,7 +230,7 @@ def _check_routing_headers(cassette: Cassette, era: str | None) -> list[Finding]
     if era not in STATELESS_ERAS or cassette.header.transport == STDIO:
         return []
     found = []
-    for frame, body in _http_requests(cassette):
+    for frame, body in _http_requests(cassette.frames):
         if len(body) != 1 or "method" not in body[0]:
             continue
         item, info = body[0], frame.info or {}
@@ -219,17 +248,29 @@ def _check_routing_headers(cassette: Cassette, era: str | None) -> list[Finding]
 
 
 def _check_progress(cassette: Cassette, era: str | None) -> list[Finding]:
+    """Per session, and per request: a token is unique among active requests only, so it is
+    forgotten once its request is answered."""
     found = []
-    last: dict[Any, float] = {}
-    for frame, item in _messages(cassette.frames):
-        if item.get("method") != "notifications/progress" or not isinstance(item.get("params"), dict):
-            continue
-        token, progress = item["params"].get("progressToken"), item["params"].get("progress")
-        if not isinstance(progress, (int, float)) or not usable_id(token):  # no token ties it to others
-            continue
-        if token in last and progress <= last[token]:
-            found.append(Finding(frame.seq, "progress-not-increasing", f"progress {progress} for token {token!r} after {last[token]}"))
-        last[token] = progress
+    for frames in _sessions(cassette):
+        last: dict[Any, float] = {}
+        tokens: dict[tuple[Direction, Any], Any] = {}  # (requester, request id) -> the progress token it gave
+        for frame, item in _messages(frames):
+            kind, params = classify(item), item.get("params")
+            if kind is MessageType.REQUEST and usable_id(item["id"]) and isinstance(params, dict) and isinstance(params.get("_meta"), dict):
+                tokens[(frame.direction, item["id"])] = params["_meta"].get("progressToken")
+            elif kind in (MessageType.RESULT, MessageType.ERROR) and usable_id(item["id"]):
+                requester = Direction.SERVER_TO_CLIENT if frame.from_client else Direction.CLIENT_TO_SERVER
+                token = tokens.pop((requester, item["id"]), None)
+                if usable_id(token):
+                    last.pop(token, None)
+            if item.get("method") != "notifications/progress" or not isinstance(params, dict):
+                continue
+            token, progress = params.get("progressToken"), params.get("progress")
+            if not isinstance(progress, (int, float)) or not usable_id(token):  # no token ties it to others
+                continue
+            if token in last and progress <= last[token]:
+                found.append(Finding(frame.seq, "progress-not-increasing", f"progress {progress} for token {token!r} after {last[token]}"))
+            last[token] = progress
     return found
 
 
@@ -238,15 +279,20 @@ def _check_before_initialize(cassette: Cassette, era: str | None) -> list[Findin
         return []
     found = []
     for frames in _sessions(cassette):
+        messages = list(_messages(frames))
+        if not any(frame.from_client and item.get("method") == "initialize" for frame, item in messages):
+            continue  # no handshake to be before: a recording without one, or a probe outside every session
         initialize_ids: set[Any] = set()
         done = False
-        for frame, item in _messages(frames):
+        for frame, item in messages:
             kind = classify(item)
             if frame.from_client and kind is MessageType.REQUEST:
                 if item["method"] == "initialize":
                     initialize_ids.add(item["id"])
-                elif initialize_ids and not done and item["method"] != "ping":
+                elif not done and item["method"] not in ("ping", "server/discover"):  # server/discover: a newer client's probe
                     found.append(Finding(frame.seq, "before-initialize", f"{item['method']} sent before initialize was answered"))
+            elif frame.from_client and kind is MessageType.NOTIFICATION and item["method"] == "notifications/initialized" and not done:
+                found.append(Finding(frame.seq, "before-initialize", f"{item['method']} sent before initialize was answered"))
             elif not frame.from_client and kind is MessageType.RESULT and item["id"] in initialize_ids:
                 done = True
     return found

@@ -228,7 +228,7 @@ class _Builder:
         # concurrent requests quadratic (each compared whole)
         self.pending: dict[int, Step] = {}
         self.by_token: dict[Any, Step] = {}
-        self.asks: dict[Any, Ask] = {}  # server→client request id -> the ask it is
+        self.asks: dict[Any, tuple[Ask, Step | None]] = {}  # server→client request id -> the ask it is, and its step
         self.retries: dict[Any, Step] = {}  # requestState (or request key) -> the step waiting for its retry
         # Retries captured before the input_required result they answer: the recorder timestamps
         # each direction on its own thread, so across directions capture order is not causal.
@@ -280,9 +280,11 @@ class _Builder:
         if kind is MessageType.REQUEST:
             self.client_request(message)
         elif kind in (MessageType.RESULT, MessageType.ERROR):
-            ask = self.asks.get(item["id"])
+            ask, owner = self.asks.get(item["id"], (None, None))
             if ask is not None:
                 ask.answer = item.get("result") if kind is MessageType.RESULT else {"error": item["error"]}
+            if owner is not None:
+                owner.seqs.append(message.frame.seq)
         elif item["method"] == "notifications/cancelled" and _tie(_params(item).get("requestId")) in self.listens:
             self.leave(_params(item)["requestId"], message.frame)
         elif item["method"] == "notifications/cancelled":
@@ -405,7 +407,7 @@ class _Builder:
         elif kind is MessageType.REQUEST:
             owner = self.owner_of_server_request(message.frame)
             ask = Ask(item["method"], item.get("params"))
-            self.asks[item["id"]] = ask
+            self.asks[item["id"]] = (ask, owner)
             if owner is None:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], item.get("params"), message.frame.seq))
             else:
@@ -422,6 +424,7 @@ class _Builder:
                 self.session.events.append(Event(Direction.SERVER_TO_CLIENT, item["method"], params, message.frame.seq))
             elif not step.cancelled:  # progress racing a cancel says nothing about the server
                 step.progress.append({k: v for k, v in params.items() if k != "progressToken"})
+                step.seqs.append(message.frame.seq)
         elif item["method"] == "notifications/subscriptions/acknowledged" and _listen_of(item) in self.listens:
             self.acknowledged(self.listens[_listen_of(item)], _params(item), message.frame)
         elif _listen_of(item) in self.left:

@@ -29,7 +29,9 @@ from tapes.wire.http import header, legacy_session_id
 from tapes.wire.jsonrpc import MessageType, classify, decode, id_member, items, meta_of, params_of, wire_form
 from tapes.wire.text import is_digits, printable
 
-ServerKey = tuple[Any, ...]  # ("response", id) | ("progress", token, n) | ("request", method, n)
+# ("response", id) | ("progress", token, n) | ("request", method, n); over HTTP also ("head", exchange),
+# ("event", exchange, n) and ("end", exchange)
+ServerKey = tuple[Any, ...]
 Outgoing = bytes | None  # a line to write to the server, or None: close its input (the recorded end)
 
 
@@ -310,6 +312,7 @@ class HttpClientScript(ClientScript):
         cancelled: set[Any] = set()
         keys = _Keys()
         events: Counter[int] = Counter()
+        closed: set[int] = set()  # exchanges whose stream the server had closed so far
         opened: dict[int, int] = {}  # exchange -> where its line is while its body may still follow
         for frame in frames:
             exchange = _exchange_number(frame.channel)
@@ -321,7 +324,10 @@ class HttpClientScript(ClientScript):
                 waits_for = set(awaited)
                 event_id = header(info.get("headers", ()), "last-event-id")
                 if event_id in self._event_positions:
-                    waits_for.add(("event", *self._event_positions[event_id]))
+                    resumed, position = self._event_positions[event_id]
+                    waits_for.add(("event", resumed, position))
+                    if resumed in closed:  # resumed once the server closed that stream: while it is open, a server refuses it
+                        waits_for.add(("end", resumed))
                 opened[exchange] = len(self._lines)
                 self._lines.append(_Line(frame.seq, None, None, frozenset(waits_for), exchange))
             elif frame.from_client:
@@ -355,6 +361,7 @@ class HttpClientScript(ClientScript):
                     self._disconnects[exchange] = events[exchange]
                 else:
                     self.closes.add(exchange)
+                    closed.add(exchange)
             else:
                 self._server_frame(frame, keys, awaited, token_owner, cancelled)
 
@@ -379,6 +386,18 @@ class HttpClientScript(ClientScript):
         elif data:
             self.receive(data.encode())
 
+    def receive_end(self, exchange: int) -> None:
+        self._received.add(("end", exchange))
+
+    def _live_event_id(self, exchange: int, position: int, recorded: str) -> str:
+        """The live id of the event at a recorded event's place on its stream; where the live event
+        there had none (or did not come), the newest live id before it: the recorded id means
+        nothing to the live server."""
+        for earlier in range(position, 0, -1):
+            if (exchange, earlier) in self._live_event_ids:
+                return self._live_event_ids[(exchange, earlier)]
+        return recorded
+
     def _payload(self, line: _Line) -> HttpRequest:  # type: ignore[override]
         assert line.exchange is not None
         info = self._heads[line.exchange]
@@ -390,7 +409,7 @@ class HttpClientScript(ClientScript):
             if lower == "mcp-session-id":
                 value = self._live_sessions.get(value, value)
             elif lower == "last-event-id" and value in self._event_positions:
-                value = self._live_event_ids.get(self._event_positions[value], value)
+                value = self._live_event_id(*self._event_positions[value], value)
             headers.append((name, value))
         body = self._sent(line) if line.message is not None else line.raw or None
         path = info.get("path", "/")

@@ -47,6 +47,7 @@ def test_cross_era_notes_flow_maps_sampling_and_roots_to_the_same_behaviour() ->
     assert sampling.old_form == ("server→client request",)
     assert sampling.new_form == ("input_required result + retry with inputResponses",)
     assert "same behaviour, expressed as in 2026-07-28" in sampling.describe()
+    assert sampling.frames == ((19, 20, 21, 22), (18, 19, 20, 21))  # the client's answer (old #21) is one of them
     assert same["handshake"].old_form == ("initialize",) and same["handshake"].new_form == ("server/discover",)
     # The real differences: the era, and the stateless server advertising listChanged/subscribe.
     assert sections(report) == {("session", "protocol version"), ("capability", "server prompts/listChanged"),
@@ -154,6 +155,43 @@ def test_a_long_run_of_one_tool_pairs_call_by_call() -> None:
     assert [(change.kind, change.subject) for change in diff_cassettes(old, new).changes] == [("added", "tools/call extra")]
     report = diff_cassettes(old, stdio_cassette(*handshake(), *changed))
     assert [(change.subject, change.frames) for change in report.changes] == [("tools/call t", ((600, 601), (600, 601)))]
+
+
+def test_concurrent_calls_of_one_tool_sent_in_another_order_pair_by_what_they_ask() -> None:
+    def forecast(request_id: int, city: str) -> dict[str, Any]:
+        return req(request_id, "tools/call", {"name": "get_forecast", "arguments": {"city": city}})
+
+    def answer(request_id: int, text: str) -> dict[str, Any]:
+        return res(request_id, {"content": [{"type": "text", "text": text}]})
+
+    old = stdio_cassette(*handshake(), ("c", forecast(2, "Paris")), ("c", forecast(3, "Oslo")),
+                         ("s", answer(2, "sunny")), ("s", answer(3, "snow")))
+    swapped = stdio_cassette(*handshake(), ("c", forecast(2, "Oslo")), ("c", forecast(3, "Paris")),
+                             ("s", answer(3, "sunny")), ("s", answer(2, "snow")))
+    assert diff_cassettes(old, swapped).same
+    # what changed is told of the call it changed in, and a call asked otherwise still pairs in order
+    rained = stdio_cassette(*handshake(), ("c", forecast(2, "Oslo")), ("c", forecast(3, "Paris")), ("c", forecast(4, "Rome")),
+                            ("s", answer(3, "rain")), ("s", answer(2, "snow")), ("s", answer(4, "hot")))
+    old_and_rome = stdio_cassette(*handshake(), ("c", forecast(2, "Paris")), ("c", forecast(3, "Oslo")), ("c", forecast(4, "Milan")),
+                                  ("s", answer(2, "sunny")), ("s", answer(3, "snow")), ("s", answer(4, "hot")))
+    report = diff_cassettes(old_and_rome, rained)
+    assert [(change.frames, [delta.path for delta in change.deltas]) for change in report.changes] == [
+        (((4, 7), (5, 7)), ["/outcome/result/content/0/text"]), (((6, 9), (6, 9)), ["/request/arguments/city"])]
+
+
+def test_the_frames_of_a_step_include_its_progress_and_the_clients_answers() -> None:
+    # the HTML page highlights a change's frames: a changed progress or client answer is among them
+    ask = {"messages": [{"role": "user", "content": {"type": "text", "text": "q"}}], "maxTokens": 5}
+    counted = ("c", req(2, "tools/call", {"name": "count", "arguments": {}, "_meta": {"progressToken": "t"}}))
+
+    def flow(progress: int, text: str) -> Cassette:
+        return stdio_cassette(*handshake(), counted, ("s", note("notifications/progress", {"progressToken": "t", "progress": progress})),
+                              ("s", req(0, "sampling/createMessage", ask)),
+                              ("c", res(0, {"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"})),
+                              ("s", res(2, {"content": []})))
+
+    report = diff_cassettes(flow(1, "A"), flow(2, "B"))
+    assert [change.frames for change in report.changes] == [((4, 5, 6, 7, 8), (4, 5, 6, 7, 8))]
 
 
 def test_a_step_that_moved_is_still_the_same_step() -> None:

@@ -48,10 +48,15 @@ class Http:
         self._add(S, channel, Kind.STREAM_END, info={"reason": "closed"})
         return channel
 
-    def initialized(self, version: str = "2025-06-18") -> Http:
+    def initialized(self, version: str = "2025-06-18", session: str | None = None) -> Http:
+        """A handshake; with `session`, the server names its session and the client carries it after."""
         (client, answer, done) = (message for _, message in handshake(version))
-        self.exchange("POST", client, answer=[answer])
-        self.exchange("POST", done, headers={"MCP-Protocol-Version": version}, status=202)
+        named = {"Mcp-Session-Id": session} if session else {}
+        channel = self.exchange("POST", client, answer=[answer])
+        if session:
+            response = next(frame for frame in self.frames if frame.channel == channel and frame.kind is Kind.HTTP_RESPONSE)
+            response.info["headers"].append(["Mcp-Session-Id", session])
+        self.exchange("POST", done, headers={"MCP-Protocol-Version": version, **named}, status=202)
         return self
 
     def cassette(self) -> Cassette:
@@ -105,6 +110,21 @@ def test_event_id_reuse() -> None:
     unique.exchange("POST", LIST, headers=V, answer=[LISTED], event_ids=["e1"])
     unique.exchange("POST", req(3, "prompts/list"), headers=V, answer=[res(3, {"prompts": []})], event_ids=["e2"])
     assert rules(unique.cassette()) == []
+
+
+def test_two_sessions_and_their_probes_are_linted_each_on_its_own() -> None:
+    """Two clients, one after the other, each probing with server/discover before its initialize:
+    their ids, progress tokens and negotiated versions are their own."""
+    http = Http()
+    for session, version in (("s-1", "2025-06-18"), ("s-2", "2025-11-25")):
+        http.exchange("POST", req(1, "server/discover"), headers={"MCP-Protocol-Version": "2026-07-28"}, status=400,
+                      answer=[{"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "not initialized"}}])
+        http.initialized(version, session)
+        call = req(2, "tools/call", {"name": "count", "arguments": {}, "_meta": {"progressToken": "t"}})
+        named = {"MCP-Protocol-Version": version, "Mcp-Session-Id": session}
+        http.exchange("POST", call, headers=named, event_ids=[f"{session}-1", f"{session}-2"],
+                      answer=[note("notifications/progress", {"progressToken": "t", "progress": 1}), res(2, {"content": []})])
+    assert rules(http.cassette()) == []
 
 
 def test_request_id_reuse() -> None:
@@ -162,6 +182,9 @@ def test_progress_not_increasing() -> None:
     done = ("s", res(2, {"content": []}))
     assert rules(stdio_cassette(*handshake(), ("c", call), progress(1), progress(1), done)) == [(6, "progress-not-increasing")]
     assert rules(stdio_cassette(*handshake(), ("c", call), progress(1), progress(2.5), done)) == []
+    # a token is unique among active requests: once its request is answered, another may use it
+    again = req(3, "tools/call", {"name": "count", "arguments": {}, "_meta": {"progressToken": "t"}})
+    assert rules(stdio_cassette(*handshake(), ("c", call), progress(2), done, ("c", again), progress(1), ("s", res(3, {"content": []})))) == []
 
 
 def test_progress_tokens_that_are_objects_or_arrays_tie_no_progress() -> None:
@@ -174,6 +197,21 @@ def test_before_initialize() -> None:
     client, answer, done = handshake()
     assert rules(stdio_cassette(client, ("c", LIST), answer, done, ("s", LISTED))) == [(2, "before-initialize")]
     assert rules(stdio_cassette(client, ("c", req(2, "ping")), answer, done, ("s", res(2, {})))) == []
+    # before initialize was sent at all, and the initialized notification before its answer
+    assert rules(stdio_cassette(("c", LIST), client, answer, done, ("s", LISTED))) == [(1, "before-initialize")]
+    assert rules(stdio_cassette(client, done, answer)) == [(2, "before-initialize")]
+    # a newer client's server/discover probe comes before initialize by design
+    probe = req(5, "server/discover", {"_meta": MODERN_META})
+    assert rules(stdio_cassette(("c", probe), ("s", {"jsonrpc": "2.0", "id": 5, "error": {"code": -32601, "message": "no"}}),
+                                client, answer, done)) == []
+
+
+def test_duplicate_response() -> None:
+    assert rules(stdio_cassette(*handshake(), ("c", LIST), ("s", LISTED), ("s", LISTED))) == [(6, "duplicate-response")]
+    assert [f.message for f in lint(stdio_cassette(*handshake(), ("c", LIST), ("s", LISTED), ("s", LISTED)))] == [
+        "response #2 from the server answers a request answered at frame 5"]
+    # an id used again asks anew (a request-id-reuse finding, not a duplicate answer)
+    assert rules(stdio_cassette(*handshake(), ("c", LIST), ("s", LISTED), ("c", LIST), ("s", LISTED))) == [(6, "request-id-reuse")]
 
 
 def test_shape_uses_the_sdk_types_of_the_negotiated_version() -> None:
@@ -260,10 +298,10 @@ def test_every_rule_is_described_and_tested() -> None:
 #   with HTTP 400 and a JSON-RPC error whose id is null; JSON-RPC 2.0 allows null only when the
 #   request's id could not be read.
 # - example/weather: the canned client (cassettes/example/client.jsonl) is piped in at once, so
-#   its requests reach the server before the initialize response.
+#   its initialized notification and requests reach the server before the initialize response.
 EXPECTED = {
     "everything-http-2025-11-25": [(4, "unknown-response-id")],
-    "example/weather": [(3, "before-initialize"), (4, "before-initialize"), (5, "before-initialize")],
+    "example/weather": [(2, "before-initialize"), (3, "before-initialize"), (4, "before-initialize"), (5, "before-initialize")],
 }
 
 

@@ -46,3 +46,31 @@ def test_the_script_sends_exchanges_with_the_live_session_and_event_ids() -> Non
     assert script.ready() == [HttpRequest(2, "GET", "/mcp", [("Mcp-Session-Id", "live-session"),
                                                                ("Last-Event-ID", "live-2")], None, None)]
     assert script.finished and script.closes == {2}
+
+
+def test_a_stream_the_server_closed_is_resumed_once_it_ended_live_from_the_newest_live_event_id() -> None:
+    """SSE polling: the server closes a request's stream and the client resumes it. Resumed while
+    the live stream is still open, the server refuses the resumption; and where the live stream
+    has no event id at the recorded place, the recorded id means nothing to the live server."""
+    call = req(2, "tools/call", {"name": "cycles", "arguments": {}})
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 2, "progress": 1}}
+    script = HttpClientScript(http_cassette(
+        (C2S, 1, Kind.HTTP_REQUEST, None, {"method": "POST", "path": "/mcp", "headers": []}),
+        (C2S, 1, Kind.MESSAGE, call, None),
+        (S2C, 1, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": []}),
+        (S2C, 1, Kind.SSE_EVENT, None, {"id": "recorded-1", "event": None, "retry": 100}),
+        (S2C, 1, Kind.SSE_EVENT, progress, {"id": None, "event": None, "retry": None}),
+        (S2C, 1, Kind.SSE_EVENT, None, {"id": "recorded-2", "event": None, "retry": 100}),
+        (S2C, 1, Kind.STREAM_END, None, {"reason": "closed"}),
+        (C2S, 2, Kind.HTTP_REQUEST, None, {"method": "GET", "path": "/mcp", "headers": [["Last-Event-ID", "recorded-2"]]}),
+        (S2C, 2, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": []}),
+        (S2C, 2, Kind.SSE_EVENT, res(2, {"content": []}), {"id": "recorded-3", "event": None, "retry": None}),
+        (S2C, 2, Kind.STREAM_END, None, {"reason": "closed"})).frames)
+    assert [request.exchange for request in script.ready()] == [1]
+    script.receive_head(1, [])
+    script.receive_event(1, "live-1", "")
+    script.receive_event(1, None, encode(progress).decode())
+    script.receive_event(1, None, "")  # the live server's event there has no id
+    assert script.ready() == [] and script.waiting_for == [("end", 1)]
+    script.receive_end(1)
+    assert script.ready() == [HttpRequest(2, "GET", "/mcp", [("Last-Event-ID", "live-1")], None, None)]
