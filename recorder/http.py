@@ -382,9 +382,10 @@ def record_http(
     upstream_ca: str | None = None,
     banner: TextIO = sys.stderr,
     before_record: FrameHook | None = None,
+    until_stdin_closes: bool = False,
 ) -> int:
     """Record through a reverse proxy to `upstream`, or a forward proxy when `upstream` is None,
-    until SIGINT or SIGTERM; returns the exit code.
+    until SIGINT or SIGTERM (or, with `until_stdin_closes`, the end of stdin); returns the exit code.
 
     `upstream_ca` (a PEM file) replaces the default CA bundle for verifying HTTPS upstreams."""
     target = Upstream.parse(upstream) if upstream is not None else None
@@ -402,7 +403,7 @@ def record_http(
         _check_ca_dir(confdir)
     sink = _CassetteSink(output, header, redactor, before_record)
     try:
-        code = asyncio.run(_serve(sink, target, shown, listen, confdir, banner, upstream_ca))
+        code = asyncio.run(_serve(sink, target, shown, listen, confdir, banner, upstream_ca, until_stdin_closes))
     finally:
         sink.close()
     return 1 if sink.failed else code
@@ -416,6 +417,7 @@ async def _serve(
     confdir: str,
     banner: TextIO,
     upstream_ca: str | None = None,
+    until_stdin_closes: bool = False,
 ) -> int:
     host, port = listen
     opts = options.Options(
@@ -445,6 +447,8 @@ async def _serve(
 
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop)
+    if until_stdin_closes:
+        threading.Thread(target=_stop_at_eof, args=(lambda: loop.call_soon_threadsafe(stop),), daemon=True).start()
     try:
         await master.run()
     finally:
@@ -454,6 +458,16 @@ async def _serve(
     if startup.failure:
         raise UserError(startup.failure)
     return 0
+
+
+def _stop_at_eof(stop: Callable[[], None]) -> None:
+    """Read stdin to its end, then `stop`: the parent holding its other end has closed it, or died."""
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:  # a stdin that cannot be read has ended too
+        pass
+    stop()
 
 
 def _check_listen(host: str, port: int) -> None:

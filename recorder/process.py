@@ -23,11 +23,15 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 class HttpRecorderProcess:
     """`tapes record -o OUTPUT --upstream URL` on a free port of 127.0.0.1; `url` is where a
-    client goes. `stop` ends it the way Ctrl-C does, so the cassette is complete."""
+    client goes. `stop` ends it the way Ctrl-C does, so the cassette is complete. It also ends
+    when we die, however (a CI timeout's SIGKILL): its stdin is a pipe only we hold, which the
+    kernel closes then. Not PR_SET_PDEATHSIG: that fires when the thread that started it ends
+    (a replay's hand-over starts it in a worker thread), needs preexec_fn, and is Linux's alone."""
 
     def __init__(self, output: Path, upstream: str, flags: list[str], timeout: float = 30.0) -> None:
-        command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0", *flags]
-        self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        command = [*TAPES, "record", "-o", str(output), "--upstream", upstream, "--listen", "127.0.0.1:0",
+                   "--until-stdin-closes", *flags]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             self.url = self._banner_url(timeout)
         except BaseException:
@@ -62,3 +66,6 @@ class HttpRecorderProcess:
         except subprocess.TimeoutExpired:
             self._process.kill()
             return self._process.wait()
+        finally:
+            assert self._process.stdin is not None
+            self._process.stdin.close()

@@ -208,6 +208,9 @@ def _hold_standard_streams() -> None:
 @click.option("--before-record", metavar="MODULE:FUNCTION", help="Pass every frame through this function first.")
 @click.option("--script", type=click.Path(exists=True, dir_okay=False),
               help="Drive the server with the SDK client through the steps of this YAML/JSON file (no client needed).")
+# for a parent that starts the HTTP recorder on a pipe (recorder.process): its death, even by
+# SIGKILL, closes the pipe and so ends the recorder, which would otherwise outlive it
+@click.option("--until-stdin-closes", is_flag=True, hidden=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def record(
     output: str,
@@ -221,6 +224,7 @@ def record(
     upstream_ca: str | None,
     before_record: str | None,
     script: str | None,
+    until_stdin_closes: bool,
     command: tuple[str, ...],
 ) -> None:
     """Record a session into a cassette.
@@ -236,6 +240,8 @@ def record(
         raise UserError("record needs exactly one of: a server command after --, --upstream URL, or --proxy")
     if (command or script is not None) and _given("listen"):
         raise UserError("--listen only applies to an HTTP recording (--upstream or --proxy)")
+    if (command or script is not None) and until_stdin_closes:
+        raise UserError("--until-stdin-closes only applies to an HTTP recording (--upstream or --proxy)")
     if not proxy and _given("ca_dir"):
         raise UserError("--ca-dir only applies to a forward proxy recording (--proxy): it keeps the CA that intercepts HTTPS")
     if script is not None:
@@ -285,7 +291,7 @@ def record(
 
     address = _listen_address(listen)
     sys.exit(record_http(output, upstream=upstream, listen=address, rules=rules, confdir=ca_dir,
-                         upstream_ca=upstream_ca, before_record=hook))
+                         upstream_ca=upstream_ca, before_record=hook, until_stdin_closes=until_stdin_closes))
 
 
 def _redaction_rules(config: Any, headers: tuple[str, ...] = (), paths: tuple[str, ...] = (),

@@ -34,6 +34,7 @@ format = "jsonl"` makes the default names `.jsonl`.
 from __future__ import annotations
 
 import difflib
+import fcntl
 import hashlib
 import json
 import os
@@ -111,13 +112,14 @@ class Tape:
     control_flags: list[str]  # the same, as `tapes replay` flags
     report_path: Path
     fail_on_unused: bool
-    # where a recording goes, and what a new-episodes replay serves and adds to: a scratch file
-    # under `all`, `rewrite` and `new_episodes`, put in place of the cassette if the test passed
+    # where a recording goes, and what a new-episodes replay serves and adds to: a scratch file,
+    # put in place of the cassette if the test passed (a run killed half-way leaves the scratch,
+    # which no test replays, and the next recording writes over)
     writing_to: Path = field(init=False)
 
     def __post_init__(self) -> None:
         # the scratch keeps the cassette's suffix: the format follows the name
-        scratch = "recording" if self.mode in ("all", "rewrite") else "episodes" if self.adding else None
+        scratch = "recording" if self.recording else "episodes" if self.adding else None
         self.writing_to = self.path.with_name(f"{self.path.stem}.{scratch}{self.path.suffix}") if scratch else self.path
 
     @property
@@ -166,19 +168,35 @@ def _record_mode(config: pytest.Config, settings: Config) -> str:
     return mode
 
 
+# The longest a default cassette name may be, in bytes, so that the longest scratch name made from
+# it (NAME.episodes.tape.episode: a stdio new-episodes replay's) still fits a file system's 255.
+_NAME_BYTES = 255 - len(".episodes") - len(".episode")
+
+
 def _default_path(request: pytest.FixtureRequest, settings: Config) -> Path:
-    """cassettes/<module>/[<Class>.]<test>[-<parameter id>]: one file per test. A parameter id
-    follows a "-", which no test's own name holds; one with characters a file name should not
-    (spaces, "/", "?") has them made "_" and a hash of the id added, so ids that differ only in
-    those characters do not share a file."""
+    """cassettes/<module>/[<Outer>.][<Class>.]<test>[-<parameter id>]: one file per test. A
+    parameter id follows a "-", which no test's own name holds; one with characters a file name
+    should not (spaces, "/", "?") has them made "_" and a hash of the id added, so ids that differ
+    only in those characters do not share a file. A name too long for a file is cut, and a hash of
+    the whole added."""
     name, _, parameters = request.node.name.partition("[")
     if request.cls is not None:
-        name = f"{request.cls.__name__}.{name}"
+        # the classes a nested one is in tell apart same-named inner classes
+        outer = [node.name for node in request.node.listchain() if isinstance(node, pytest.Class)][:-1]
+        name = ".".join([*outer, request.cls.__name__, name])
     if parameters:
         given = parameters.removesuffix("]")
         shown = re.sub(r"[^\w.-]+", "_", given).strip("_")
-        name += f"-{shown}" + (f"-{hashlib.sha256(given.encode()).hexdigest()[:8]}" if shown != given else "")
-    return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}{FORMATS[settings.format]}"
+        name += f"-{shown}" + (f"-{_short_hash(given)}" if shown != given else "")
+    suffix = FORMATS[settings.format]
+    if len(f"{name}{suffix}".encode()) > _NAME_BYTES:
+        kept = _NAME_BYTES - len(f"-{_short_hash(name)}{suffix}")
+        name = f"{name.encode()[:kept].decode(errors='ignore')}-{_short_hash(name)}"
+    return request.path.parent / settings.cassette_dir / request.path.stem / f"{name}{suffix}"
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def _control(asked: dict[str, Any], settings: Config) -> tuple[ReplayControl, list[str]]:
@@ -286,20 +304,49 @@ def tape(request: pytest.FixtureRequest, tmp_path: Path, tape_config: dict[str, 
         pytest.fail(f"cassette {path} is missing and the record mode is none (record it with "
                     "--tape-record-mode=once)", pytrace=False)
     recording = mode in ("all", "rewrite") or not path.exists()
-    if recording and (problem := _unwritable(path)):
+    writing = recording or mode == "new_episodes"
+    if writing and (problem := _unwritable(path)):
         pytest.fail(f"cannot record {path}: {problem}", pytrace=False)
     hook = asked.get("before_record") or settings.before_record
     path_flags, header_flags = _redaction_flags(asked, settings)
-    handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
-                  ["--before-record", hook] if hook else [], path_flags, header_flags, *_control(asked, settings),
-                  tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
-    if handle.adding:
-        shutil.copyfile(path, handle.writing_to)
-    with ExitStack() as stack:
-        if asked.get("freeze_time") and not recording:
-            stack.enter_context(_or_fail(_frozen_at_recording, path))
-        yield handle
-    _finish(request, handle)
+    with ExitStack() as writer:
+        if writing:
+            writer.enter_context(_sole_writer(path))
+            # a test of another worker may have recorded it while this one waited
+            recording = mode in ("all", "rewrite") or not path.exists()
+        handle = Tape(path, mode, recording, asked.get("server"), asked.get("upstream"),
+                      ["--before-record", hook] if hook else [], path_flags, header_flags, *_control(asked, settings),
+                      tmp_path / "tape-report.json", bool(asked.get("fail_on_unused")))
+        if handle.adding:
+            shutil.copyfile(path, handle.writing_to)
+        with ExitStack() as stack:
+            if asked.get("freeze_time") and not recording:
+                stack.enter_context(_or_fail(_frozen_at_recording, path))
+            yield handle
+        _finish(request, handle)
+
+
+@contextmanager
+def _sole_writer(path: Path) -> Iterator[None]:
+    """Hold the lock of the cassette at `path` while the block runs: a test of another pytest-xdist
+    worker that writes it too waits its turn, where both recording into one file lost frames.
+    Waited for, not failed: tests sharing a cassette under `once` (the first records, the others
+    replay) pass with -n as without. The lock file goes when it is let go."""
+    lock = path.with_name(path.name + ".lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it as it let go: lock the one there is now
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # before letting go, so a waiter never holds a removed lock unawares
+        os.close(fd)
 
 
 def _unwritable(path: Path) -> str | None:

@@ -29,6 +29,16 @@ class TestBob:
     def test_city(self, tape_server):
         assert anyio.run(forecast, tape_server, "Lima").startswith("Lima")
 
+class TestParis:
+    class TestWeather:
+        def test_city(self, tape_server):
+            assert anyio.run(forecast, tape_server, "Paris").startswith("Paris")
+
+class TestLima:
+    class TestWeather:
+        def test_city(self, tape_server):
+            assert anyio.run(forecast, tape_server, "Lima").startswith("Lima")
+
 @pytest.mark.parametrize("city", ["Ann Lee", "Ann/Lee", "Ann?Lee", "Oslo"])
 def test_named(tape_server, city):
     assert anyio.run(forecast, tape_server, city).startswith(city)
@@ -39,17 +49,50 @@ def test_named_Oslo(tape_server):
 
 
 def test_every_test_records_and_replays_a_cassette_of_its_own(pytester: pytest.Pytester) -> None:
-    """Same-named tests of two classes, ids that differ only in characters a file name should not
-    hold, and an id that spells another test's name shared one file: the second test replayed the
-    first's recording, and failed, or passed against the wrong one."""
+    """Same-named tests of two classes (or of two same-named classes nested in others), ids that
+    differ only in characters a file name should not hold, and an id that spells another test's
+    name shared one file: the second test replayed the first's recording, and failed, or passed
+    against the wrong one. A class in none keeps its name alone."""
     pytester.makepyfile(test_weather=TESTS)
     pytester._monkeypatch.delenv("CI", raising=False)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=once").assert_outcomes(passed=7)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=once").assert_outcomes(passed=9)
     names = sorted(path.name for path in (pytester.path / "cassettes" / "test_weather").iterdir())
-    assert len(names) == 7 and "TestAlice.test_city.tape" in names and "TestBob.test_city.tape" in names
+    assert len(names) == 9 and "TestAlice.test_city.tape" in names and "TestBob.test_city.tape" in names
+    assert "TestParis.TestWeather.test_city.tape" in names and "TestLima.TestWeather.test_city.tape" in names
     assert "test_named-Oslo.tape" in names and "test_named_Oslo.tape" in names
     assert sum(name.startswith("test_named-Ann_Lee-") for name in names) == 3
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none").assert_outcomes(passed=7)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tape-record-mode=none").assert_outcomes(passed=9)
+
+
+LONG_IDS = f'''
+import anyio, pytest
+from mcp import Client, StdioServerParameters
+
+async def forecast(server, city):
+    async with Client(StdioServerParameters(command=server[0], args=server[1:]), mode="legacy", cache=None) as client:
+        return (await client.call_tool("get_forecast", {{"city": city}})).content[0].text
+
+@pytest.mark.tape(server={WEATHER!r})
+@pytest.mark.parametrize("city", ["x" * 300, "y" * 233, "é" * 200], ids=str)
+def test_named(tape_server, city):
+    assert anyio.run(forecast, tape_server, "Paris").startswith("Paris")
+'''
+
+
+def test_a_long_test_id_gets_a_name_cut_to_fit_with_its_scratch_name(pytester: pytest.Pytester) -> None:
+    """An id too long for a file name was an OSError traceback (File name too long); one that fit
+    recorded under `once` and failed under `all`, whose scratch name is longer. Cut by bytes: the
+    'é's are two each, kept whole."""
+    pytester.makepyfile(test_weather=LONG_IDS)
+    (pytester.path / "pytest.ini").write_text(
+        "[pytest]\ndisable_test_id_escaping_and_forfeit_all_rights_to_community_support = true\n")
+    pytester._monkeypatch.delenv("CI", raising=False)
+    for mode in ("once", "all", "none"):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--tape-record-mode={mode}")
+        result.assert_outcomes(passed=3)
+    names = [path.name for path in (pytester.path / "cassettes" / "test_weather").iterdir()]
+    assert len(names) == 3 and all(len(name.encode()) <= 255 - len(".episodes.episode") for name in names)
+    assert sorted(name[:12] for name in names) == ["test_named-x", "test_named-y", "test_named-é"]
 
 
 @pytest.mark.parametrize(("files", "said"), [

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -106,6 +109,66 @@ def test_rewrite_records_over_anything_and_leaves_no_cassette_when_the_test_fail
     failing = INNER.replace('.startswith(CITY)', '.startswith("Nowhere")')
     run(pytester, "--tape-record-mode=rewrite", source=failing).assert_outcomes(failed=1)
     assert not list(cassette(pytester).parent.iterdir())
+
+
+def test_a_run_killed_while_recording_under_once_leaves_no_cassette(pytester: pytest.Pytester) -> None:
+    """A kill (a CI timeout's SIGKILL) after the session, before the test passed, left the recording
+    under the cassette's name: the next run replayed it as a recording of a passed test."""
+    killed = INNER.replace("import anyio, pytest", "import anyio, os, pytest, signal").replace(
+        '    print("RECORDING"', '    os.kill(os.getpid(), signal.SIGKILL)\n    print("RECORDING"')
+    assert run(pytester, "--tape-record-mode=once", source=killed).ret == -signal.SIGKILL
+    assert not cassette(pytester).exists()
+    again = run(pytester, "--tape-record-mode=once")
+    again.assert_outcomes(passed=1)
+    assert "RECORDING" in again.stdout.str() and load(cassette(pytester)).frames
+    assert sorted(path.name for path in cassette(pytester).parent.iterdir()) == ["weather.tape"]  # the scratch went
+
+
+def test_a_run_killed_while_recording_over_http_leaves_no_recorder_running(pytester: pytest.Pytester) -> None:
+    """`tapes record --upstream` outlived a killed pytest (its stdin was /dev/null), holding on to
+    the upstream; the next run hung."""
+    killed = '''
+import os, signal, pytest
+
+@pytest.mark.tape("cassettes/remote.tape", upstream="http://127.0.0.1:9/mcp")
+def test_remote(tape_url):
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+    assert run(pytester, "--tape-record-mode=once", source=killed).ret == -signal.SIGKILL
+    deadline = time.monotonic() + 15
+    while (left := _recorders_writing_into(pytester.path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:  # not left running by a failing test
+        os.kill(pid, signal.SIGKILL)
+    assert not left and not (pytester.path / "cassettes" / "remote.tape").exists()
+
+
+def _recorders_writing_into(folder: Path) -> list[int]:
+    """The `tapes record` processes whose cassette is under `folder` (Linux: read from /proc)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or gone
+            continue
+        if b"record" in argv and any(arg.startswith(os.fsencode(folder)) for arg in argv):
+            found.append(int(proc.name))
+    return found
+
+
+def test_tests_recording_one_cassette_under_xdist_take_turns(pytester: pytest.Pytester) -> None:
+    """Two workers found the shared cassette missing and both recorded into it at once, losing
+    frames. The second now waits for the first, then replays its recording, as without -n."""
+    shared = INNER.replace("import anyio, pytest", "import anyio, pathlib, pytest, time").replace(
+        "def test_forecast(tape_server, tape):\n", "@pytest.mark.parametrize('n', range(2))\n"
+        "def test_forecast(tape_server, tape, n):\n    time.sleep(2)  # the other worker's setup comes meanwhile\n"
+    ).replace('    print("RECORDING" if tape.recording else "REPLAYING")',
+              '    with open(pathlib.Path(__file__).with_name("modes.txt"), "a") as modes:\n'
+              '        print("RECORDING" if tape.recording else "REPLAYING", file=modes)')
+    run(pytester, "-n", "2", "--tape-record-mode=once", source=shared).assert_outcomes(passed=2)
+    assert sorted((pytester.path / "modes.txt").read_text().split()) == ["RECORDING", "REPLAYING"]
+    run(pytester, "-n", "2", "--tape-record-mode=none", source=shared).assert_outcomes(passed=2)
+    assert sorted(path.name for path in cassette(pytester).parent.iterdir()) == ["weather.tape"]
 
 
 def messages(frames: list[Frame]) -> list[Frame]:
