@@ -16,6 +16,7 @@ from tapes.cassette.store import Header
 from tapes.errors import UserError
 from tapes.replay.engine import Race, Repeats, ReplayEngine
 from tapes.replay.faults import FaultPlan
+from tapes.replay.index import FrameFeed
 from tapes.replay.matching import Matcher, matcher_named
 from tapes.replay.polls import Polls
 from tapes.replay.sessions import SERVED_FROM
@@ -36,7 +37,7 @@ class ReplayControl:
     # recording's messages served over stdio, which never had one: see `for_cassette`).
     exits_recorded: bool = True
 
-    def engine(self, frames: Iterable[Frame], *, remember_played: bool = False) -> ReplayEngine:
+    def engine(self, frames: Iterable[Frame] | FrameFeed, *, remember_played: bool = False) -> ReplayEngine:
         return ReplayEngine(frames, self.matcher, race=self.race, repeats=self.repeats, remember_played=remember_played,
                             polls=self.polls, clock=self._recorded_clock(), exits_recorded=self.exits_recorded)
 

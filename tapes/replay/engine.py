@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from tapes.cassette.frames import STDIO, STOPPING_SIGNALS, Frame, Kind
 from tapes.cassette.store import gc_paused
-from tapes.replay.index import Interaction, ItemKey, RecordingIndex, ServerItem, checked_payload
+from tapes.replay.index import FrameFeed, Interaction, ItemKey, RecordingIndex, ServerItem, checked_payload
 from tapes.replay.matching import Difference, Matcher
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched
 from tapes.replay.polls import TASK_STATUS, Polls, is_poll, subject
@@ -100,7 +100,7 @@ class _Queue:
 class ReplayEngine:
     def __init__(
         self,
-        frames: Iterable[Frame],
+        frames: Iterable[Frame] | FrameFeed,
         matcher: Matcher | None = None,
         *,
         race: Race = Race.RECORDED,
@@ -145,7 +145,7 @@ class ReplayEngine:
         self._unasked_tasks: set[Any] = set()  # tasks of server requests not sent to the live client (`_not_asked`)
         self._waited_in_vain: set[Interaction] = set()  # requests the recorded client cancelled, said unanswered at the end
 
-    def _build(self, frames: Iterable[Frame], matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
+    def _build(self, frames: Iterable[Frame] | FrameFeed, matcher: Matcher | None, race: Race, repeats: Repeats, remember_played: bool,
                exits_recorded: bool) -> None:
         self._matcher = matcher or Matcher()
         self._race = race
@@ -215,6 +215,11 @@ class ReplayEngine:
     def indexed(self) -> bool:
         """Whether the whole recording is indexed."""
         return self._index.complete
+
+    @property
+    def waiting(self) -> bool:
+        """Whether frames read for it wait to be indexed (`advance`): a recording fed as it is read."""
+        return self._index.waiting
 
     def advance(self) -> Reception:
         """Index one more step of a recording read as it is replayed (for an adapter to call while
@@ -420,14 +425,14 @@ class ReplayEngine:
     def cut_inside(self, channel: str) -> bool:
         """Whether the recording stops inside this HTTP exchange's event stream, before it answered
         a request it carried: once what it has is sent, with the error saying so, the stream ends."""
-        self.index_all()
+        self._until(lambda: self._index.has_end(channel))  # one with its end is not cut (else the whole recording is read)
         return channel in self._index.cut_streams
 
     def held_open(self, channel: str) -> bool:
         """Whether the recorded client closed this exchange's stream before the server answered
         what it carried, or closed its GET stream (the standalone one, a legacy session's): the
         replay keeps it open, as that server did, until the live client closes it."""
-        self.index_all()
+        self._until(lambda: self._index.has_end(channel))  # known at its end
         return channel in self._closed_by_client
 
     def opens_to(self, method: str, target: str) -> bool:

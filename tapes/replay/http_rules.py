@@ -82,17 +82,7 @@ def stream_only_paths(frames: Iterable[Frame]) -> set[str]:
     announced the `endpoint`) and never posted to. A client that tries Streamable HTTP first
     posts its initialize there, and falls back to the SSE stream on the 4xx a legacy server gives
     (the spec's backwards compatibility; some clients, as mcp-remote, only on a 404 or 405)."""
-    paths: dict[str, str] = {}
-    posted = set()
-    streams = set()
-    for frame in frames:
-        if frame.kind is Kind.HTTP_REQUEST:
-            paths[frame.channel] = path = (frame.info or {}).get("path", "/").split("?", 1)[0]
-            if (frame.info or {}).get("method") == "POST":
-                posted.add(path)
-        elif frame.kind is Kind.SSE_EVENT and (frame.info or {}).get("event") == "endpoint" and frame.channel in paths:
-            streams.add(paths[frame.channel])
-    return streams - posted
+    return ServerFacts.of(frames).stream_only
 
 
 def stream_only_refusal(method: str, path: str) -> str:
@@ -103,33 +93,31 @@ def stream_only_refusal(method: str, path: str) -> str:
 
 def recorded_versions(frames: Iterable[Frame]) -> set[str]:
     """The protocol versions the recorded client sent in headers (accepted besides the known ones)."""
-    found = set()
-    for frame in frames:
-        if frame.kind is Kind.HTTP_REQUEST and (version := header(frame.info["headers"], "mcp-protocol-version")):
-            found.add(version)
-    return found
+    return ServerFacts.of(frames).versions
 
 
 def param_headers(frames: Iterable[Frame]) -> dict[str, dict[str, str]]:
     """Per tool, its `x-mcp-header` parameters as {header name in lower case: argument name}, from
     the recorded tools/list results."""
+    return ServerFacts.of(frames).mirrored
+
+
+def _listed_param_headers(message: Any) -> dict[str, dict[str, str]]:
+    """The `x-mcp-header` parameters of the tools a tools/list result (in `message`) lists, by tool."""
     tools: dict[str, dict[str, str]] = {}
-    for frame in frames:
-        if frame.from_client or frame.kind not in (Kind.MESSAGE, Kind.SSE_EVENT) or frame.message is None:
-            continue
-        for item in items(frame.message):
-            result = item.get("result") if isinstance(item, dict) else None
-            listed = result.get("tools") if isinstance(result, dict) else None
-            for tool in listed if isinstance(listed, list) else ():
-                schema = tool.get("inputSchema") if isinstance(tool, dict) else None
-                properties = schema.get("properties") if isinstance(schema, dict) else None
-                mirrored = {
-                    f"mcp-param-{spec['x-mcp-header'].lower()}": argument
-                    for argument, spec in (properties.items() if isinstance(properties, dict) else ())
-                    if isinstance(spec, dict) and isinstance(spec.get("x-mcp-header"), str)
-                }
-                if mirrored and isinstance(tool.get("name"), str):
-                    tools[tool["name"]] = mirrored
+    for item in items(message):
+        result = item.get("result") if isinstance(item, dict) else None
+        listed = result.get("tools") if isinstance(result, dict) else None
+        for tool in listed if isinstance(listed, list) else ():
+            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            mirrored = {
+                f"mcp-param-{spec['x-mcp-header'].lower()}": argument
+                for argument, spec in (properties.items() if isinstance(properties, dict) else ())
+                if isinstance(spec, dict) and isinstance(spec.get("x-mcp-header"), str)
+            }
+            if mirrored and isinstance(tool.get("name"), str):
+                tools[tool["name"]] = mirrored
     return tools
 
 
@@ -202,12 +190,12 @@ def mismatch_reply(message: Any, problem: str) -> bytes:
 def recorded_cors(frames: Iterable[Frame]) -> list[tuple[str, str]]:
     """The CORS headers (`Access-Control-*`) of the first recorded response that allowed an origin;
     empty when the recorded server allowed no cross-origin requests."""
-    for frame in frames:
-        if frame.kind is Kind.HTTP_RESPONSE:
-            allowed = [(k, v) for k, v in (frame.info or {}).get("headers") or () if k.lower().startswith(_CORS)]
-            if header(allowed, "access-control-allow-origin") is not None:
-                return allowed
-    return []
+    return ServerFacts.of(frames).cors
+
+
+def _cors_allowed(frame: Frame) -> list[tuple[str, str]]:
+    allowed = [(k, v) for k, v in (frame.info or {}).get("headers") or () if k.lower().startswith(_CORS)]
+    return allowed if header(allowed, "access-control-allow-origin") is not None else []
 
 
 def preflight_headers(cors: HeaderFields, requested_headers: str | None) -> list[tuple[str, str]] | None:
@@ -239,22 +227,90 @@ def check_sendable(frames: Iterable[Frame]) -> None:
     carry (a status outside 100-599, a header whose name is no token or whose value holds a line
     break or a character beyond Latin-1) or SSE event an event stream cannot (an id or event name
     with a line break, which would forge fields of its own): a recorder writes none. Checked before
-    anything is served, so that no client gets a broken answer."""
+    anything is served, so that no client gets a broken answer (as it is read, for a big cassette
+    served as it is read)."""
     for frame in frames:
-        if frame.kind is Kind.SSE_EVENT:
-            for field in ("id", "event"):
-                if any(brk in ((frame.info or {}).get(field) or "") for brk in "\r\n"):
-                    raise FrameError(f"frame {frame.seq} is an SSE event with the {field} "
-                                     f"{frame.info[field][:60]!r}, which an event stream cannot carry")
-        if frame.kind is not Kind.HTTP_RESPONSE:
-            continue
-        info = frame.info or {}
-        if not 100 <= info["status"] <= 599:
-            raise FrameError(f"frame {frame.seq} is a response head with status {info['status']}, which HTTP cannot send")
-        for name, value in info["headers"]:
-            if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
-                raise FrameError(f"frame {frame.seq} is a response head with the header {name[:60]!r}: {value[:60]!r}, "
-                                 "which HTTP cannot send")
+        check_frame_sendable(frame)
+
+
+def check_frame_sendable(frame: Frame) -> None:
+    """`check_sendable` of one frame."""
+    if frame.kind is Kind.SSE_EVENT:
+        for field in ("id", "event"):
+            if any(brk in ((frame.info or {}).get(field) or "") for brk in "\r\n"):
+                raise FrameError(f"frame {frame.seq} is an SSE event with the {field} "
+                                 f"{frame.info[field][:60]!r}, which an event stream cannot carry")
+    if frame.kind is not Kind.HTTP_RESPONSE:
+        return
+    info = frame.info or {}
+    if not 100 <= info["status"] <= 599:
+        raise FrameError(f"frame {frame.seq} is a response head with status {info['status']}, which HTTP cannot send")
+    for name, value in info["headers"]:
+        if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+            raise FrameError(f"frame {frame.seq} is a response head with the header {name[:60]!r}: {value[:60]!r}, "
+                             "which HTTP cannot send")
+
+
+class ServerFacts:
+    """What an HTTP recording says of its server as a whole, folded over its frames as they are
+    read (`add`): its MCP paths, the protocol versions its client named, whether its client sent
+    batches, the headers its tools mirror, its CORS allowance, its stream-only paths. A fact of a
+    prefix of the recording is final where it is said so; what only the whole recording tells is
+    asked again once it is read (see `HttpReplayer`). `mcp`: whether a frame is MCP traffic (not an
+    authorization flow's)."""
+
+    def __init__(self) -> None:
+        self.mcp_paths: dict[str, None] = {}  # where the MCP traffic's requests went, in order
+        self.other_paths: dict[str, None] = {}  # ... and the other requests (an authorization flow's)
+        self.versions: set[str] = set()
+        self.batches = False
+        self.mirrored: dict[str, dict[str, str]] = {}  # per tool: its x-mcp-header parameters, by the latest tools/list
+        self.cors: list[tuple[str, str]] = []  # final once found: the first response that allowed an origin
+        self._channel_paths: dict[str, str] = {}
+        self._posted: set[str] = set()
+        self._streams: set[str] = set()
+
+    @classmethod
+    def of(cls, frames: Iterable[Frame]) -> ServerFacts:
+        facts = cls()
+        for frame in frames:
+            facts.add(frame)
+        return facts
+
+    @property
+    def paths(self) -> list[str]:
+        """The MCP endpoints (a recording of nothing but a refused login still has its paths)."""
+        return list(self.mcp_paths or self.other_paths)
+
+    @property
+    def stream_only(self) -> set[str]:
+        """See `stream_only_paths`."""
+        return self._streams - self._posted
+
+    def add(self, frame: Frame, mcp: bool = True) -> None:
+        kind = frame.kind
+        if kind is Kind.HTTP_REQUEST:
+            info = frame.info or {}
+            path = info.get("path", "/").split("?", 1)[0]
+            (self.mcp_paths if mcp else self.other_paths)[path] = None
+            if version := header(info["headers"], "mcp-protocol-version"):
+                self.versions.add(version)
+            if mcp:
+                self._channel_paths[frame.channel] = path
+                if info.get("method") == "POST":
+                    self._posted.add(path)
+        elif kind is Kind.MESSAGE or kind is Kind.SSE_EVENT:
+            if mcp and kind is Kind.SSE_EVENT and (frame.info or {}).get("event") == "endpoint" \
+                    and frame.channel in self._channel_paths:
+                self._streams.add(self._channel_paths[frame.channel])
+            if frame.message is None:
+                return
+            if frame.from_client:
+                self.batches = self.batches or (kind is Kind.MESSAGE and isinstance(frame.message, list))
+            else:
+                self.mirrored.update(_listed_param_headers(frame.message))
+        elif kind is Kind.HTTP_RESPONSE and mcp and not self.cors:
+            self.cors = _cors_allowed(frame)
 
 
 def replayed_headers(fields: HeaderFields) -> list[tuple[str, str]]:

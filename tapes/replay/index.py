@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tapes.cassette.frames import STDIO, Direction, Frame, Kind
 from tapes.cassette.store import FrameError, gc_paused
@@ -140,7 +140,7 @@ class RecordingIndex:
 
     complete: bool = field(default=False, init=False)  # every frame of the recording is indexed
     _walk: _Walk = field(init=False, repr=False)
-    _frames: Iterator[Frame] = field(init=False, repr=False)  # the frames not indexed yet
+    _frames: Iterator[Frame] | FrameFeed = field(init=False, repr=False)  # the frames not indexed yet
 
     @classmethod
     def of(cls, frames: Iterable[Frame]) -> RecordingIndex:
@@ -152,7 +152,7 @@ class RecordingIndex:
         return index
 
     @classmethod
-    def reading(cls, frames: Iterable[Frame], exits_recorded: bool = True) -> RecordingIndex:
+    def reading(cls, frames: Iterable[Frame] | FrameFeed, exits_recorded: bool = True) -> RecordingIndex:
         """An index of nothing yet, which `extend` grows along `frames` (read no further than it goes):
         the walk is sequential, so what it has indexed is what the whole recording's index has up
         to that frame, and the lists here only grow, at their ends. `exits_recorded`: a stdio
@@ -160,7 +160,7 @@ class RecordingIndex:
         messages served over stdio, which have none)."""
         index = cls()
         index._walk = _Walk(index, exits_recorded)
-        index._frames = iter(frames)
+        index._frames = frames if isinstance(frames, FrameFeed) else iter(frames)
         return index
 
     def check_payloads(self) -> None:
@@ -174,10 +174,11 @@ class RecordingIndex:
         that cannot be replayed (and a frames iterator's own, a damaged cassette's, as it reads)."""
         if self.complete:
             return False
+        frames = self._frames
         with gc_paused():  # as for loading: millions of new containers, none of them garbage
-            walked = self._walk.walk(islice(self._frames, count))
+            walked = self._walk.walk(frames.take(count) if isinstance(frames, FrameFeed) else islice(frames, count))
         ended = 0
-        if walked < count:
+        if frames.exhausted if isinstance(frames, FrameFeed) else walked < count:
             self.complete = True
             self._frames = iter(())
             self.cut_off = self._walk.cut_off()  # before the unended JSON answers are ended, as they were not
@@ -186,6 +187,16 @@ class RecordingIndex:
             self.headless = cut - self._walk.headed
             self.cut_streams = cut - self.headless - self._walk.ended
         return walked > 0 or ended > 0
+
+    @property
+    def waiting(self) -> bool:
+        """Whether frames that need no more reading wait to be indexed (a `FrameFeed`'s)."""
+        return isinstance(self._frames, FrameFeed) and self._frames.waiting > 0
+
+    def has_end(self, channel: str) -> bool:
+        """Whether the recorded end of this HTTP exchange is indexed (what is known of an exchange
+        at its end stays so)."""
+        return channel in self._walk.ended
 
     def interactions_by_item(self) -> dict[ItemKey, Interaction]:
         """The interaction each recorded message item belongs to, on both sides."""
@@ -198,6 +209,22 @@ class RecordingIndex:
                     if owner is interaction:
                         owners[(server_item.frame.seq, position)] = interaction
         return owners
+
+
+@runtime_checkable
+class FrameFeed(Protocol):
+    """Frames a recording gives as they come: `take` gives up to `count` of those not taken yet,
+    waiting for more only when there are none (so it gives none only once `exhausted`)."""
+
+    @property
+    def exhausted(self) -> bool: ...
+
+    @property
+    def waiting(self) -> int:
+        """How many frames it has that `take` gives without reading more."""
+        ...
+
+    def take(self, count: int) -> list[Frame]: ...
 
 
 class _Walk:

@@ -25,13 +25,14 @@ from tapes.cassette.scrub import FrameHook, run_hook
 from tapes.replay.control import ReplayControl
 from tapes.replay.engine import ReplayEngine
 from tapes.replay.faults import MALFORMED, Fault, FaultAction, FaultPlan
+from tapes.replay.index import FrameFeed
 from tapes.replay.outcomes import Action, Reception, Reply, Report
 from tapes.wire.http import HeaderFields
 from tapes.wire.jsonrpc import INVALID_REQUEST, Incoming, MessageType, Refusal, classify, encode, items, parse, read_client
 
 
 class ReplaySession:
-    def __init__(self, frames: Iterable[Frame], control: ReplayControl, *, may_hand_over: bool = False,
+    def __init__(self, frames: Iterable[Frame] | FrameFeed, control: ReplayControl, *, may_hand_over: bool = False,
                  name: str | None = None) -> None:
         self.name = name  # the recorded session's id, when a cassette holds several
         self.engine: ReplayEngine = control.engine(frames, remember_played=may_hand_over)

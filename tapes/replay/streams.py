@@ -137,6 +137,10 @@ class Faults:
     malformed_after: frozenset[tuple[str, int]] = frozenset()  # a malformed event after event N
     missing_sessions: frozenset[str] = frozenset()  # session ids answered 404
 
+    def __bool__(self) -> bool:
+        """Whether any fault is asked for."""
+        return bool(self.drop_after or self.delays or self.malformed_after or self.missing_sessions)
+
     @classmethod
     def from_options(
         cls,
