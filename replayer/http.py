@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterator, Seque
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import uvicorn
@@ -42,34 +42,29 @@ from starlette.types import Receive, Scope, Send
 from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import Frame, Kind
-from tapes.cassette.store import Cassette, gc_paused, load, replace_file
+from tapes.cassette.store import Cassette, CassetteStream, gc_paused, load, replace_file
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
 from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, splice
 from tapes.replay.http_rules import (
     LOCAL_HOSTS,
     batch_problem,
-    check_sendable,
     header_mismatch,
     host_allowed,
     mismatch_reply,
     missing_cors,
     origin_allowed,
-    param_headers,
     preflight_headers,
-    recorded_cors,
-    recorded_versions,
     replayed_headers,
-    stream_only_paths,
     stream_only_refusal,
     version_problem,
 )
-from tapes.replay.engine import ReplayEngine, Repeats
+from tapes.replay.engine import Race, ReplayEngine, Repeats
+from tapes.replay.http_reading import CassetteReading
 from tapes.replay.index import check_replayable
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched, answer_payload
 from tapes.replay.session import ReplaySession, merged_report, summary
-from tapes.replay.oauth import AuthFlow
-from tapes.replay.sessions import RecordedSession, does_work, messages_before, only_opened, split_sessions
+from tapes.replay.sessions import RecordedSession, SessionFeed, does_work, messages_before, only_opened
 from tapes.replay.streams import (
     MALFORMED_EVENT,
     ChannelLog,
@@ -89,6 +84,8 @@ from tapes.wire.text import is_digits
 
 if TYPE_CHECKING:
     from replayer.handover import Handover
+
+T = TypeVar("T")
 
 MAX_BODY = 4 * 1024 * 1024
 """Largest request body accepted (413 beyond), in bytes."""
@@ -115,9 +112,10 @@ class _Session:
     a recorded session served again (every one opened alike was played) or one played on from another live session
     (see `continue_in`), another that stays unique."""
 
-    def __init__(self, recorded: RecordedSession, control: ReplayControl, may_hand_over: bool = False,
+    def __init__(self, recorded: RecordedSession, control: ReplayControl, reading: CassetteReading, may_hand_over: bool = False,
                  live_id: str | None = None) -> None:
         self.live_id = live_id or recorded.session_id
+        self._reading = reading
         self.book = StreamBook()
         self.claimed = False  # a live client has opened it
         self.deleted = False
@@ -138,23 +136,6 @@ class _Session:
         self.recorded_id = recorded.session_id
         self._replay, self._name = replay, name
         self.done: list[Any] = []  # the live client's work (see `does_work`) this recording played, in order
-        heads = [frame.info or {} for frame in recorded.frames if frame.kind is Kind.HTTP_REQUEST]
-        self.opening_method = heads[0].get("method") if heads else None
-        # a legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer
-        opening = next((f for f in recorded.frames if f.kind is Kind.HTTP_REQUEST), None)
-        legacy = opening is not None and self.opening_method == "GET"
-        self.legacy_stream = opening.channel if legacy else None
-        self.legacy_path = (opening.info or {}).get("path", "/").split("?", 1)[0] if legacy else None
-        self.http_methods = {head.get("method") for head in heads}
-        self.user_agent = header(heads[0].get("headers"), "user-agent") if heads else None  # of the client that opened it
-        client_messages = [frame.message for frame in recorded.frames
-                           if frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, dict)]
-        self.rpc_methods = {message.get("method") for message in client_messages}
-        requests = [m for m in client_messages if classify(m) is MessageType.REQUEST]
-        # what a live session is matched by: the first request the recorded client sent (initialize)
-        self.first_request = requests[0] if requests else None
-        self.work = [frame.message for frame in recorded.frames  # what its client did past the opening, in order
-                     if frame.from_client and frame.kind is Kind.MESSAGE and does_work(frame.message)]
 
     @property
     def replay(self) -> ReplaySession:
@@ -162,10 +143,63 @@ class _Session:
         served as soon as it is read (and checked: `check_replayable`), and each session is
         indexed when a client opens it, or for the summary."""
         if self._replay is None:
-            self._replay = ReplaySession(self.recorded.frames, self._control, may_hand_over=self._may_hand_over,
-                                         name=self._name)
+            frames: list[Frame] | SessionFeed = self.recorded.frames
+            if not self._reading.complete:  # indexed as the cassette is read (`advance`)
+                frames = SessionFeed(self.recorded, self._reading.read_more)
+            self._replay = ReplaySession(frames, self._control, may_hand_over=self._may_hand_over, name=self._name)
             self.perform(self._replay.start())
         return self._replay
+
+    # what tells the recording apart (see RecordedSession: it grows as a big cassette is read)
+
+    @property
+    def first_request(self) -> dict[str, Any] | None:
+        """What a live session is matched by: the first request the recorded client sent (initialize)."""
+        return self.recorded.first_request
+
+    @property
+    def http_methods(self) -> set[str]:
+        return self.recorded.http_methods
+
+    @property
+    def rpc_methods(self) -> set[str | None]:
+        return self.recorded.rpc_methods
+
+    @property
+    def work(self) -> list[Any]:
+        return self.recorded.work
+
+    @property
+    def _opening(self) -> dict[str, Any]:
+        return (self.recorded.opening.info or {}) if self.recorded.opening is not None else {}
+
+    @property
+    def opening_method(self) -> str | None:
+        return self._opening.get("method")
+
+    @property
+    def user_agent(self) -> str | None:
+        """Of the client that opened it."""
+        return header(self._opening.get("headers"), "user-agent")
+
+    @property
+    def legacy_stream(self) -> str | None:
+        """A legacy HTTP+SSE session opens with its GET of the SSE stream, which carries every answer."""
+        opening = self.recorded.opening
+        return opening.channel if opening is not None and self.opening_method == "GET" else None
+
+    @property
+    def legacy_path(self) -> str | None:
+        return self._opening.get("path", "/").split("?", 1)[0] if self.legacy_stream is not None else None
+
+    def advance(self) -> bool:
+        """Index what more of the recording was read for it, if its replay has begun: what that
+        releases goes out (a JSON answer's body, an event that waited for its frame to be read).
+        Whether there was any."""
+        if self._replay is None or not self._replay.engine.waiting:
+            return False
+        self.perform(self._replay.advance())
+        return True
 
     @property
     def engine(self) -> ReplayEngine:
@@ -304,54 +338,103 @@ class ReplayOptions:
 class HttpReplayer:
     """The replay state of one cassette and the starlette app that serves it."""
 
-    def __init__(self, cassette: Cassette, options: ReplayOptions | None = None) -> None:
+    def __init__(self, cassette: Cassette | CassetteStream, options: ReplayOptions | None = None) -> None:
         self.options = options or ReplayOptions()
-        self._cassette = cassette
-        check_sendable(cassette.frames)
+        self._cassette = cassette  # (new episodes splice it: then it is loaded whole)
         self._faults = FaultPlan(self.options.faults)
-        new_episodes = self.options.new_episodes is not None
         # the control each session is played with: the cassette's redacted params left out of matching
-        self._control = control = self.options.control.for_cassette(cassette.header)
-        with gc_paused():  # a big cassette's exchanges and sessions: containers kept as long as the replay
-            # An authorization flow's exchanges are served apart from the MCP sessions.
-            self.auth, mcp_frames = AuthFlow.split(cassette.frames, cassette.header.labels.get("origin"))
-            if self.auth and len(self.auth.mcp_origins) > 1:
-                raise UserError(f"the cassette holds MCP traffic to several servers ({', '.join(self.auth.mcp_origins)}) "
-                                "and an authorization flow: a replay serves one server")
-            recorded_sessions = split_sessions(mcp_frames)
-            for recorded in recorded_sessions:  # what indexing a session would refuse, refused now
-                check_replayable(recorded.frames)
-            self._sessions = [_Session(recorded, control, new_episodes) for recorded in recorded_sessions]
+        self._control = self.options.control.for_cassette(cassette.header)
+        self._sessions: list[_Session] = []
         # The pool: for each recorded session, in recorded order, the session object that holds it
         # (a live session goes on in another recording by trading recordings: `_continue`).
-        self._slots = list(self._sessions)
-        self._position = {id(session.recorded): index for index, session in enumerate(self._slots)}
-        self.options.faults.check(Counter(f.channel for f in mcp_frames if f.kind is Kind.SSE_EVENT),
-                                  (s.recorded_id for s in self._sessions if s.recorded_id is not None))
-        self._live = {s.live_id: s for s in self._sessions if s.live_id is not None}  # by the id live clients use
+        self._slots: list[_Session] = []
+        self._position: dict[int, int] = {}
+        self._live: dict[str, _Session] = {}  # by the id live clients use
+        self._sessionless: _Session | None = None
+        with gc_paused():  # a big cassette's exchanges and sessions: containers kept as long as the replay
+            # what needs all of the recording at once reads it whole; else a big one is read as it is served
+            self._reading = CassetteReading(cassette, self._recorded_session)
+            self._reading.begin(read_whole=bool(self.options.faults or self.options.new_episodes is not None
+                                                or self._control.race is Race.CANCEL_WINS))
+        self.auth = self._reading.auth  # an authorization flow's exchanges are served apart from the MCP sessions
+        if self.auth and len(self.auth.mcp_origins) > 1:
+            raise UserError(f"the cassette holds MCP traffic to several servers ({', '.join(self.auth.mcp_origins)}) "
+                            "and an authorization flow: a replay serves one server")
+        if self._reading.complete:
+            for session in self._slots:  # what indexing a session would refuse, refused now
+                check_replayable(session.recorded.frames)
+            self.options.faults.check(Counter(f.channel for f in self._reading.frames if f.kind is Kind.SSE_EVENT
+                                              and f.channel not in {e.channel for e in self.auth.exchanges}),
+                                      (s.recorded_id for s in self._sessions if s.recorded_id is not None))
         self._served_again_count = 0  # recorded sessions served again, for their copies' ids
         self._turns: Counter[tuple[int, ...]] = Counter()  # copies served of the sessions opened alike, by those sessions
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
         self._adapted: list[str] = []  # requests the recording lacks, answered as its server would have
-        self._legacy_paths = {s.legacy_path for s in self._sessions if s.legacy_path is not None}
-        self._stream_only = stream_only_paths(mcp_frames)
-        self._sessionless = next((s for s in self._sessions if s.recorded_id is None), None)
-        # the MCP endpoints; a recording of nothing but a refused login still has its paths
-        requests = ([f.info or {} for f in mcp_frames if f.kind is Kind.HTTP_REQUEST]
-                    or [f.info or {} for f in cassette.frames if f.kind is Kind.HTTP_REQUEST])
-        if not requests:
+        if not self._reading.facts.paths:
             raise UserError("the cassette has no HTTP requests: replay it without --http")
-        self.paths = list(dict.fromkeys(info.get("path", "/").split("?", 1)[0] for info in requests))
-        self._versions = KNOWN_VERSIONS | recorded_versions(cassette.frames)
-        self._mirrored = param_headers(cassette.frames)
-        self._recorded_batches = any(frame.from_client and frame.kind is Kind.MESSAGE and isinstance(frame.message, list)
-                                     for frame in cassette.frames)
-        self._cors = recorded_cors(mcp_frames)
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
-        self._reading: set[asyncio.Task[Any]] = set()  # requests waiting for the rest of their body
-        self.failure: str | None = None  # the user's code (a matcher) failed on a request: the replay fails
+        self._reading_tasks: set[asyncio.Task[Any]] = set()  # requests waiting for the rest of their body
+        self._reader: asyncio.Task[None] | None = None  # reads the rest of a big cassette while clients are idle
+        self._failure: str | None = None  # the user's code (a matcher) failed on a request: the replay fails
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])],
                              exception_handlers={405: _other_method})
+
+    def _recorded_session(self, recorded: RecordedSession) -> None:
+        """A recorded session the reading found: in the pool, in recorded order."""
+        session = _Session(recorded, self._control, self._reading, self.options.new_episodes is not None)
+        self._position[id(recorded)] = len(self._slots)
+        self._slots.append(session)
+        self._sessions.append(session)
+        if session.live_id is not None:
+            self._live[session.live_id] = session
+        elif self._sessionless is None:
+            self._sessionless = session
+
+    def _read_all(self) -> bool:
+        """Read the rest of the cassette, for a decision the whole recording makes; whether there was
+        any (what the sessions playing get of it, `_read_rest` gives them)."""
+        if self._reading.complete:
+            return False
+        self._reading.read_all()
+        return True
+
+    async def _read_rest(self) -> None:
+        """Read the rest of a big cassette a step at a time, letting requests in between, and give
+        each session playing what was read for it (an answer may wait for its frames)."""
+        while True:
+            await asyncio.sleep(0)
+            read = self._reading.read_more()
+            advanced = [session.advance() for session in list(self._sessions)]
+            if not read and not any(advanced):
+                break
+        if self._reading.late_flow is not None:
+            self._adapted.append(f"the recording's authorization flow begins at {self._reading.late_flow}, past what "
+                                 "was read before serving began: its exchanges were replayed as the sessions'")
+
+    @property
+    def failure(self) -> str | None:
+        """What failed the replay: the user's code (a matcher), or damage found in a cassette read as it was served."""
+        return self._failure or self._reading.failure
+
+    @failure.setter
+    def failure(self, failure: str | None) -> None:
+        self._failure = failure
+
+    # the server as the whole recording tells it (read all of it first where a part could mislead)
+
+    @property
+    def paths(self) -> list[str]:
+        """The MCP endpoints (a recording of nothing but a refused login still has its paths)."""
+        return self._reading.facts.paths
+
+    @property
+    def _legacy_paths(self) -> set[str]:
+        return {s.legacy_path for s in self._slots if s.legacy_path is not None}
+
+    @property
+    def read_through(self) -> bool:
+        """Whether the whole cassette is read (a big one is read as it is served)."""
+        return self._reading.complete
 
     @property
     def endpoint(self) -> str:
@@ -360,6 +443,7 @@ class HttpReplayer:
 
     @property
     def replays(self) -> list[ReplaySession]:
+        self._read_all()  # every recorded session is in the summary
         return [session.replay for session in self._sessions]
 
     def report_lines(self) -> list[str]:
@@ -385,8 +469,11 @@ class HttpReplayer:
     async def close(self) -> None:
         """End every open stream, and cut requests whose client is still sending the body (the
         server is shutting down: it would wait for them)."""
-        for task in self._reading:
+        for task in self._reading_tasks:
             task.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+        self._reading.close()
         for session in self._sessions:
             session.close()
             if session.handover is not None:
@@ -398,6 +485,7 @@ class HttpReplayer:
         handed_over = [session for session in self._sessions if session.handover is not None]
         if not handed_over or self.options.new_episodes is None:
             return 0
+        assert isinstance(self._cassette, Cassette)  # (loaded whole, to be spliced)
         episode: list[Frame] = []
         for session in handed_over:
             assert session.handover is not None
@@ -417,15 +505,24 @@ class HttpReplayer:
     # --- requests --------------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
+        if self._reader is None and not self._reading.complete:
+            self._reader = asyncio.create_task(self._read_rest())
         try:
             response = await self._answer(request)
         except UserError as error:  # said in the answer and at the end (a traceback per request otherwise)
             self.failure = self.failure or str(error)
             return _error(500, f"Internal Server Error: {error}")
-        if self._cors and "origin" in request.headers:
-            for name, value in missing_cors(response.headers.items(), self._cors):
+        if "origin" in request.headers:
+            self._settled(lambda: not self._reading.facts.cors)  # the first response that allowed an origin may be unread
+            for name, value in missing_cors(response.headers.items(), self._reading.facts.cors):
                 response.headers.append(name, value)
         return response
+
+    def _settled(self, answer: Callable[[], T]) -> T:
+        """`answer()` as the recording tells it: asked of what was read, and when that says no (a
+        truthy answer: a refusal, a fact not found) while part of it is unread, asked of all of it."""
+        found = answer()
+        return answer() if found and self._read_all() else found
 
     async def _answer(self, request: Request) -> Response:
         if not origin_allowed(request.headers.get("origin"), self._allowed_hosts):
@@ -435,6 +532,7 @@ class HttpReplayer:
         if not host_allowed(request.headers.get("host"), self._allowed_hosts | {local[0]} if local else self._allowed_hosts):
             return _error(421, "Misdirected Request: Host not allowed")
         path = _path(request)
+        self._settled(lambda: path not in self.paths)  # (the checks below then see every recorded path)
         body: bytes | None = None
         if self.auth.claims(request.method, path):
             read = await self._body(request) if request.method == "POST" else b""
@@ -454,17 +552,19 @@ class HttpReplayer:
         if path not in self.paths:
             self._unrouted.append(Unmatched(_what(request, None), "the recording has no request to that path"))
             return _error(404, f"Not Found: the recording has no endpoint {path}")
-        if path in self._stream_only and request.method in ("POST", "DELETE"):
+        if request.method in ("POST", "DELETE") and self._settled(lambda: path in self._reading.facts.stream_only):
             self._adapted.append(stream_only_refusal(request.method, path))
             return _error(405, "Method Not Allowed: the recorded server serves its SSE stream here", allow={"GET"})
         if request.method == "HEAD":  # starlette routes it with GET: it must neither open a stream nor end the session
             return _other_method(request)
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
-            allowed = preflight_headers(self._cors, request.headers.get("access-control-request-headers"))
+            self._settled(lambda: not self._reading.facts.cors)
+            allowed = preflight_headers(self._reading.facts.cors, request.headers.get("access-control-request-headers"))
             if allowed is None:
                 return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")
             return _with_headers(Response(status_code=204), allowed)
-        if problem := version_problem(request.headers.get("mcp-protocol-version"), self._versions):
+        if problem := self._settled(lambda: version_problem(request.headers.get("mcp-protocol-version"),
+                                                            KNOWN_VERSIONS | self._reading.facts.versions)):
             self._miss(request, None, problem)  # a version the recorded server did not speak
             return _error(400, problem)
         if request.method == "POST":
@@ -481,11 +581,11 @@ class HttpReplayer:
     async def _body(self, request: Request) -> bytes | Response:
         task = asyncio.current_task()
         assert task is not None
-        self._reading.add(task)
+        self._reading_tasks.add(task)
         try:
             read = await _body(request, self.options.max_body)
         finally:
-            self._reading.discard(task)
+            self._reading_tasks.discard(task)
         if isinstance(read, Response):  # past the limit: the client wanted an answer the replay does not give
             self._unrouted.append(Unmatched(_what(request, None), f"its body is past the {self.options.max_body}-byte "
                                                                   "limit (413)"))
@@ -497,7 +597,8 @@ class HttpReplayer:
             return body
         incoming = read_client(body)  # checked once: only well-formed JSON-RPC goes on as a message
         message = incoming.message
-        if problem := batch_problem(message, request.headers.get("mcp-protocol-version"), self._recorded_batches):
+        if problem := self._settled(lambda: batch_problem(message, request.headers.get("mcp-protocol-version"),
+                                                          self._reading.facts.batches)):
             self._miss(request, None, problem)
             return _made_up([Reply.error(None, INVALID_REQUEST, problem)])  # a 400
         session = self._session_for(request, message)
@@ -505,7 +606,8 @@ class HttpReplayer:
             return session
         stateless = request.headers.get("mcp-protocol-version") == STATELESS_VERSION
         if stateless:
-            if problem := header_mismatch(list(request.headers.items()), message, self._mirrored):
+            self._read_all()  # what a tool mirrors in headers is what the last recorded tools/list said
+            if problem := header_mismatch(list(request.headers.items()), message, self._reading.facts.mirrored):
                 self._miss(request, message, problem)
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")
         if session.handover is not None:
@@ -604,6 +706,8 @@ class HttpReplayer:
                 return found
         sessionless = self._sessionless
         asked = message.get("method") if isinstance(message, dict) else request.method
+        if (sessionless is None or asked not in sessionless.rpc_methods | sessionless.http_methods) and self._read_all():
+            return self._session_for(request, message)  # what was read has no session for it: the rest may
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
             if (self._control.repeats is not Repeats.STRICT and sessionless.opens_like(message, self._control)
                     and not sessionless.engine.unplayed_like(message)):
@@ -646,6 +750,7 @@ class HttpReplayer:
         if (session.legacy_stream is not None or session.recorded_id is None or session.first_request is None
                 or classify(message) is not MessageType.REQUEST):
             return None
+        self._read_all()  # which recordings the live client could go on in: all of them
         control = self._control
         alike = [other for other in self._slots
                  if other.recorded is not session.recorded and other.recorded_id is not None and other.legacy_stream is None
@@ -696,15 +801,18 @@ class HttpReplayer:
         opens this way."""
         control = self._control
         recorded = [s for s in self._slots if s.recorded_id and s.opening_method == method]
+        first = ([s for s in recorded if s.opens_like(opening, control, exactly=True)] if opening is not None
+                 else [s for s in recorded if s.user_agent == user_agent])
+        free = next((s for s in first if not s.claimed), None)
+        if free is None and self._read_all():  # a first choice free in what was read is the first of all
+            return self._open_session(method, opening, user_agent)
         # past the first choices, a session that did more than open goes first (see `only_opened`)
         worked_first = sorted(recorded, key=lambda s: only_opened(s.rpc_methods))
         if opening is not None:
-            exact = [s for s in recorded if s.opens_like(opening, control, exactly=True)]
-            matching = exact + [s for s in worked_first if s not in exact and s.opens_like(opening, control)]
+            matching = first + [s for s in worked_first if s not in first and s.opens_like(opening, control)]
             pool = matching or worked_first
         else:
-            same_client = [s for s in recorded if s.user_agent == user_agent]
-            pool = same_client + [s for s in worked_first if s not in same_client]
+            pool = first + [s for s in worked_first if s not in first]
         if not pool:
             return None
         free = next((s for s in pool if not s.claimed), None)
@@ -737,7 +845,7 @@ class HttpReplayer:
     def _copy(self, played: _Session) -> _Session:
         """A fresh copy of a recorded session, under a live id of its own."""
         self._served_again_count += 1
-        copy = _Session(played.recorded, self._control, self.options.new_episodes is not None,
+        copy = _Session(played.recorded, self._control, self._reading, self.options.new_episodes is not None,
                         live_id=f"{played.recorded_id}-again-{self._served_again_count}" if played.recorded_id else None)
         self._sessions.append(copy)
         if copy.live_id is not None:
@@ -866,7 +974,7 @@ class HttpReplayer:
         """`url` on the replay's origin where it named the recorded server's (as its client saw it,
         or as the recorder reached it); any other URL as it is."""
         origin = f"{request.url.scheme}://{request.url.netloc}"
-        for recorded in (self.auth.recorded_origin, self._cassette.header.server.get("url")):
+        for recorded in (self.auth.recorded_origin, self._reading.header.server.get("url")):
             if (moved := moved_to_origin(url, recorded, origin)) != url:
                 return moved
         return url
@@ -1170,14 +1278,17 @@ def replay_server(
         server.stop()
 
 
-def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOptions, strict: bool = True,
+def replay_http(cassette: Cassette | CassetteStream, host: str, port: int, *, options: ReplayOptions, strict: bool = True,
                 report_path: Path | None = None) -> int:
     """Serve `cassette` until SIGINT/SIGTERM, then print the summary on stderr (like the stdio
     replayer) and, as JSON, to `report_path` when given. Returns 1 when something did not match
-    and `strict`, else 0."""
+    and `strict`, else 0. A stream too big to read before serving is read as it is served (its
+    warnings, such as a cut last frame, are said once its end is read: with the summary)."""
     console = stderr_console()
-    print_warnings(console, cassette)
     replayer = HttpReplayer(cassette, options)
+    warned = replayer.read_through
+    if warned:
+        print_warnings(console, cassette)
     sock = _listening_socket(host, port)
     if warning := _exposure_warning(sock):
         console.print(warning, style="yellow", soft_wrap=True, markup=False)
@@ -1201,7 +1312,10 @@ def replay_http(cassette: Cassette, host: str, port: int, *, options: ReplayOpti
     replayer.add_new_episodes()
     if report_path is not None:
         write_report(report_path, replayer.report().as_json())
-    clean = print_summary(console, replayer.report_lines(), replayer.clean)
+    lines = replayer.report_lines()  # (the whole cassette read)
+    if not warned:
+        print_warnings(console, cassette)
+    clean = print_summary(console, lines, replayer.clean)
     if replayer.failure is not None:
         raise UserError(replayer.failure)
     return 1 if strict and not clean else 0

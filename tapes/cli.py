@@ -471,7 +471,9 @@ def replay(
     if upstream:
         options.new_episodes = NewEpisodes(upstream, Path(cassette), record_flags)
     with _naming(cassette):
-        code = replay_http(load(cassette), host, port, options=options, strict=not allow_unmatched, report_path=report_path)
+        # read as it is served, so a big cassette answers at once; new episodes splice it: loaded
+        loaded = load(cassette) if options.new_episodes else stream(cassette)
+        code = replay_http(loaded, host, port, options=options, strict=not allow_unmatched, report_path=report_path)
     sys.exit(code)
 
 

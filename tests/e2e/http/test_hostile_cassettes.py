@@ -15,7 +15,6 @@ import logging
 import os
 import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -69,7 +68,7 @@ def test_the_http_replayer_serves_any_cassette_that_loads_without_a_500(cassette
         except UserError:
             return
         try:
-            origin = server.url[: -len(urlsplit(server.url).path) or None]
+            origin = server.url[: len(server.url) - len(server.replayer.endpoint)]  # (a recorded path may not parse: "[")
             with httpx.Client(timeout=httpx.Timeout(5, read=2)) as client:
                 for method, path, headers, body in _requests(cassette):
                     if not path.startswith("/") or path.startswith("//") or method not in ("GET", "POST", "DELETE"):

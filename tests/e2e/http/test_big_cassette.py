@@ -1,0 +1,57 @@
+"""A cassette too big to read before serving (more than `READ_STEP` frames): `tapes replay --http`
+reads it as it serves it, and each SDK client gets what it gets from the cassette read whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tapes.cassette.frames import Direction, Frame, Kind
+from tapes.cassette.store import Cassette, load, save
+from tapes.replay.http_reading import READ_STEP
+from tests.support.flows import everything_flow
+from tests.support.http_cassettes import REPEATED, write_repeated_session
+from tests.support.http_clients import run_flow
+from tests.support.http_peers import Tapes
+
+
+def test_a_big_cassette_is_served_as_it_is_read_to_each_client_as_read_whole(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    big = tmp_path / "big.tape"
+    assert write_repeated_session(big, READ_STEP * 3 // 2) > READ_STEP
+    whole = Tapes("replay", str(REPEATED), "--http", banner="replaying at")
+    try:
+        expected = run_flow(monkeypatch, everything_flow, whole.url)
+    finally:
+        assert whole.stop()[0] == 0
+    replay = Tapes("replay", str(big), "--http", banner="replaying at")
+    try:
+        # each client opens the first copy no client played yet, read or still unread
+        got = [run_flow(monkeypatch, everything_flow, replay.url) for _ in range(3)]
+    finally:
+        code, summary = replay.stop()
+    assert got == [expected] * 3
+    first = f"session {load(REPEATED).header.labels['sessions']}-1 (and 2 more alike)"
+    assert f"{first}: played 58 frames, 0 unmatched, 0 unused" in summary, summary
+    assert code == 0 and "-4: played 0 frames" in summary  # the copies no client opened fail nothing
+
+
+def test_damage_past_the_first_step_is_said_once_read_and_what_came_before_it_is_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small cassette with a head HTTP cannot send is refused before serving; a big one is served
+    as far as its damage, which is said at the end in its one sentence."""
+    big = tmp_path / "big.tape"
+    write_repeated_session(big, READ_STEP * 3 // 2)
+    cassette = load(big)
+    last = cassette.frames[-1]
+    damaged = Frame(last.seq + 1, last.t, Direction.SERVER_TO_CLIENT, "http:9999", Kind.HTTP_RESPONSE,
+                    info={"status": 999, "headers": []})
+    save(Cassette(cassette.header, [*cassette.frames, damaged]), big)
+    replay = Tapes("replay", str(big), "--http", banner="replaying at")
+    try:
+        got = run_flow(monkeypatch, everything_flow, replay.url)
+    finally:
+        code, summary = replay.stop()
+    assert got["echo"] and code == 2, summary
+    assert f"frame {damaged.seq} is a response head with status 999, which HTTP cannot send" in summary, summary
