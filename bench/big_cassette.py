@@ -49,9 +49,9 @@ from tapes.cassette.store import CassetteWriter, Header, frame_record, load
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from tests.support.browser import CHROMIUM, Browser  # noqa: E402 - the repository's root is on the path only now
+from tests.support.http_cassettes import REPEATED, write_repeated_session
 
 TAPES = [sys.executable, "-m", "tapes"]
-HTTP_SOURCE = Path(__file__).parent.parent / "cassettes" / "everything-http-2025-11-25.tape"
 FILTER = """(() => {{ const box = document.querySelector('input.filter'); box.value = {query};
   const start = performance.now(); box.dispatchEvent(new Event('input'));
   return new Promise((done) => setTimeout(() => done(performance.now() - start - 80), 80)); }})()"""
@@ -122,7 +122,7 @@ def _phase(phase: str, path: Path) -> dict[str, float]:
 
 def _http_first_answer(path: Path, start: float) -> dict[str, float]:
     """`tapes replay --http`: from its start until the first recorded initialize is answered."""
-    initialize = next(f.message for f in load(HTTP_SOURCE).frames
+    initialize = next(f.message for f in load(REPEATED).frames
                       if f.kind is Kind.MESSAGE and f.message.get("method") == "initialize")
     start = time.perf_counter()  # (the source cassette read above is no part of it)
     replay = subprocess.Popen([*TAPES, "replay", str(path), "--http", "--listen", "127.0.0.1:0"],
@@ -142,39 +142,6 @@ def _http_first_answer(path: Path, start: float) -> dict[str, float]:
     replay.kill()
     replay.wait()
     return {"seconds": seconds, "rss_peak": peak}
-
-
-def _write_http_cassette(path: Path, count: int) -> int:
-    """How many frames it wrote: about `count`: the source's session again and again, each under a session id of its
-    own (and channels of its own), after the source's own opening probe."""
-    source = load(HTTP_SOURCE)
-    session_id = source.header.labels["sessions"]
-    probe = [frame for frame in source.frames if frame.channel == source.frames[0].channel]
-    session = source.frames[len(probe):]
-    span = session[-1].t - session[0].t + 0.01
-
-    def renamed(value: object, copy: int) -> object:
-        if isinstance(value, str):
-            return value.replace(session_id, f"{session_id}-{copy}")
-        if isinstance(value, list):
-            return [renamed(item, copy) for item in value]
-        if isinstance(value, dict):
-            return {key: renamed(item, copy) for key, item in value.items()}
-        return value
-
-    with CassetteWriter(path, source.header) as writer:
-        writer.write(probe)
-        seq, copy, written = probe[-1].seq, 0, len(probe)
-        while written < count:
-            copy += 1
-            batch = []
-            for frame in session:
-                seq += 1
-                batch.append(frame._replace(seq=seq, t=round(frame.t + copy * span, 3), channel=f"{frame.channel}:{copy}",
-                                            info=renamed(frame.info, copy)))
-            writer.write(batch)
-            written += len(batch)
-    return written
 
 
 def _page(page: Path) -> dict[str, float]:
@@ -236,7 +203,7 @@ def main() -> None:
         rows = {phase: _run_phase(phase, path) for phase in phases}
         if not args.skip_http:
             http_path = Path(scratch) / "big-http.tape"
-            http_count = _write_http_cassette(http_path, args.frames)
+            http_count = write_repeated_session(http_path, args.frames)
             http_mb = http_path.stat().st_size / 1e6
             http_rows = {phase: _run_phase(phase, http_path) for phase in ("http decode floor", "http replay, first answer")}
 

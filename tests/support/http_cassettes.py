@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 from tapes.cassette.frames import Frame, Kind
-from tapes.cassette.store import Cassette
+from tapes.cassette.store import Cassette, CassetteWriter, load
+
+from tests.support.paths import CASSETTES
+
+REPEATED = CASSETTES / "everything-http-2025-11-25.tape"
 
 
 def channels(cassette: Cassette) -> dict[str, list[Frame]]:
@@ -37,3 +43,37 @@ def calling(cassette: Cassette, tool: str) -> str:
     """The channel of the recorded tools/call of `tool`."""
     return next(f.channel for f in cassette.frames if f.from_client and f.kind is Kind.MESSAGE
                 and isinstance(f.message, dict) and (f.message.get("params") or {}).get("name") == tool)
+
+
+def write_repeated_session(path: Path, count: int) -> int:
+    """A big HTTP cassette of about `count` frames: `REPEATED`'s opening probe, then its session
+    again and again, each copy under a session id and channels of its own; how many frames it has.
+    Every copy opens alike, so a client gets the first one no client played yet."""
+    source = load(REPEATED)
+    session_id = source.header.labels["sessions"]
+    probe = [frame for frame in source.frames if frame.channel == source.frames[0].channel]
+    session = source.frames[len(probe):]
+    span = session[-1].t - session[0].t + 0.01
+
+    def renamed(value: Any, copy: int) -> Any:
+        if isinstance(value, str):
+            return value.replace(session_id, f"{session_id}-{copy}")
+        if isinstance(value, list):
+            return [renamed(item, copy) for item in value]
+        if isinstance(value, dict):
+            return {key: renamed(item, copy) for key, item in value.items()}
+        return value
+
+    with CassetteWriter(path, source.header) as writer:
+        writer.write(probe)
+        seq, copy, written = probe[-1].seq, 0, len(probe)
+        while written < count:
+            copy += 1
+            batch = []
+            for frame in session:
+                seq += 1
+                batch.append(frame._replace(seq=seq, t=round(frame.t + copy * span, 3), channel=f"{frame.channel}:{copy}",
+                                            info=renamed(frame.info, copy)))
+            writer.write(batch)
+            written += len(batch)
+    return written
