@@ -363,8 +363,9 @@ class HttpReplayer:
         if self._reading.complete:
             for session in self._slots:  # what indexing a session would refuse, refused now
                 check_replayable(session.recorded.frames)
-            self.options.faults.check(Counter(f.channel for f in self._reading.frames if f.kind is Kind.SSE_EVENT
-                                              and f.channel not in {e.channel for e in self.auth.exchanges}),
+            flow = {exchange.channel for exchange in self.auth.exchanges}
+            self.options.faults.check(Counter(f.channel for f in self._reading.frames
+                                              if f.kind is Kind.SSE_EVENT and f.channel not in flow),
                                       (s.recorded_id for s in self._sessions if s.recorded_id is not None))
         self._served_again_count = 0  # recorded sessions served again, for their copies' ids
         self._turns: Counter[tuple[int, ...]] = Counter()  # copies served of the sessions opened alike, by those sessions
