@@ -607,7 +607,8 @@ class HttpReplayer:
             return session
         stateless = request.headers.get("mcp-protocol-version") == STATELESS_VERSION
         if stateless:
-            self._read_all()  # what a tool mirrors in headers is what the last recorded tools/list said
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                self._read_all()  # what a tool mirrors in headers is what the last recorded tools/list said
             if problem := header_mismatch(list(request.headers.items()), message, self._reading.facts.mirrored):
                 self._miss(request, message, problem)
                 return Response(mismatch_reply(message, problem), 400, media_type="application/json")

@@ -441,10 +441,9 @@ class ReplayEngine:
         return any(key[:2] == (method, target) for key in self._opens)
 
     def unplayed_like(self, request: dict[str, Any]) -> bool:
-        """Whether an unplayed recorded request matches this live one."""
-        self.index_all()
-        return any(self._matcher.accepts(interaction.request, request)
-                   for interaction in self._requests.get(self._key(request), ()))
+        """Whether an unplayed recorded request matches this live one (indexed as far as it takes to say)."""
+        return self._until(lambda: any(self._matcher.accepts(interaction.request, request)
+                                       for interaction in self._requests.get(self._key(request), ())))
 
     def note_unmatched(self, summary: str, reason: str) -> None:
         """A miss an adapter found (e.g. an HTTP request no recorded exchange answers)."""
@@ -503,7 +502,7 @@ class ReplayEngine:
         """An HTTP exchange is answered once, to the live POST that matched it. What its recorded
         body held that this POST did not is skipped, so the answer comes now, without the
         responses to requests the live client never made."""
-        self.index_all()
+        self._until(lambda: self._index.has_end(channel))  # (what its client sent on it is known by then)
         for interaction in self._channel_interactions.get(channel, ()):
             if not interaction.matched and not interaction.withheld:
                 interaction.withheld = True

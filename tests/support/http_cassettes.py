@@ -46,14 +46,13 @@ def calling(cassette: Cassette, tool: str) -> str:
 
 
 def write_repeated_session(path: Path, count: int) -> int:
-    """A big HTTP cassette of about `count` frames: `REPEATED`'s opening probe, then its session
-    again and again, each copy under a session id and channels of its own; how many frames it has.
-    Every copy opens alike, so a client gets the first one no client played yet."""
+    """A big HTTP cassette of about `count` frames: `REPEATED`'s frames (its client's probe, then its
+    session) again and again, each copy under a session id and channels of its own, as clients one
+    after the other recorded them; how many frames it has. Every copy opens alike, so a client gets
+    the first one no client played yet."""
     source = load(REPEATED)
     session_id = source.header.labels["sessions"]
-    probe = [frame for frame in source.frames if frame.channel == source.frames[0].channel]
-    session = source.frames[len(probe):]
-    span = session[-1].t - session[0].t + 0.01
+    span = source.frames[-1].t - source.frames[0].t + 0.01
 
     def renamed(value: Any, copy: int) -> Any:
         if isinstance(value, str):
@@ -65,15 +64,15 @@ def write_repeated_session(path: Path, count: int) -> int:
         return value
 
     with CassetteWriter(path, source.header) as writer:
-        writer.write(probe)
-        seq, copy, written = probe[-1].seq, 0, len(probe)
-        while written < count:
-            copy += 1
+        seq, written = 0, 0
+        for copy in range(1, count // len(source.frames) + 2):
             batch = []
-            for frame in session:
+            for frame in source.frames:
                 seq += 1
                 batch.append(frame._replace(seq=seq, t=round(frame.t + copy * span, 3), channel=f"{frame.channel}:{copy}",
                                             info=renamed(frame.info, copy)))
             writer.write(batch)
             written += len(batch)
+            if written >= count:
+                break
     return written
