@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, CassetteError, CassetteStream
 from tapes.replay.http_rules import ServerFacts, check_frame_sendable
-from tapes.replay.oauth import REFUSALS, AuthFlow
+from tapes.replay.oauth import AuthFlow, refuses_credentials
 from tapes.replay.sessions import RecordedSession, SessionSplit
 from tapes.wire.http import header
 
@@ -57,7 +57,8 @@ class CassetteReading:
         while not exhausted and not any(frame.kind is Kind.HTTP_RESPONSE for frame in first):
             more, exhausted = self._pull(READ_STEP)  # up to a response head: its exchange tells a flow
             first += more
-        self.auth, _ = AuthFlow.split(first, origin)
+        if not (exhausted or read_whole):  # (else the flow is told from all of it, below)
+            self.auth, _ = AuthFlow.split(first, origin)
         if exhausted or read_whole or self.auth or self.auth.credentials:
             self._pull(sys.maxsize)
             self.auth, mcp_frames = AuthFlow.split(self.frames, origin)
@@ -131,5 +132,4 @@ def _flow_sign(frame: Frame) -> bool:
     info = frame.info or {}
     if frame.kind is Kind.HTTP_REQUEST:
         return header(info.get("headers"), "authorization") is not None
-    return frame.kind is Kind.HTTP_RESPONSE and info.get("status") in REFUSALS \
-        and header(info.get("headers"), "www-authenticate") is not None
+    return frame.kind is Kind.HTTP_RESPONSE and refuses_credentials(info.get("status"), info.get("headers"))

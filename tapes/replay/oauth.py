@@ -121,8 +121,12 @@ class AuthExchange:
 
     @property
     def refusal(self) -> bool:
-        """A request refused for its credentials (a 403 for a foreign Origin is not one)."""
-        return self.status in REFUSALS and header(self.headers, "www-authenticate") is not None
+        return refuses_credentials(self.status, self.headers)
+
+
+def refuses_credentials(status: Any, headers: Any) -> bool:
+    """Whether a response refused a request for its credentials (a 403 for a foreign Origin is not one)."""
+    return status in REFUSALS and header(headers, "www-authenticate") is not None
 
 
 @dataclass(frozen=True)
