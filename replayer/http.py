@@ -408,9 +408,6 @@ class HttpReplayer:
             advanced = [session.advance() for session in list(self._sessions)]
             if not read and not any(advanced):
                 break
-        if self._reading.late_flow is not None:
-            self._adapted.append(f"the recording's authorization flow begins at {self._reading.late_flow}, past what "
-                                 "was read before serving began: its exchanges were replayed as the sessions'")
 
     @property
     def failure(self) -> str | None:
@@ -451,9 +448,18 @@ class HttpReplayer:
         """The replay summary, one block per live session (named when there are several), then
         the requests no session could take, then the authorization flow's."""
         return (summary(self.replays)[0] + [f"unmatched {miss.summary}: {miss.reason}" for miss in self._unrouted]
-                + [f"adapted {line}" for line in self._adapted] + self.auth.report_lines()
+                + [f"adapted {line}" for line in self._adapted_lines] + self.auth.report_lines()
                 + [f"fault never fired: {spec}" for spec in self._faults.unfired()]
                 + ([f"failed: {self.failure}"] if self.failure else []))
+
+    @property
+    def _adapted_lines(self) -> list[str]:
+        """What the replay answered otherwise than recorded: requests the recording lacks, and an
+        authorization flow found only as the cassette was read (once all of it is)."""
+        if (late := self._reading.late_flow) is None:
+            return self._adapted
+        return [*self._adapted, (f"the recording's authorization flow begins at {late}, past what was read before "
+                                 "serving began: its exchanges were replayed as the sessions'")]
 
     @property
     def clean(self) -> bool:
@@ -463,7 +469,7 @@ class HttpReplayer:
         """The sessions' reports as one."""
         merged = merged_report(self.replays)
         merged.unmatched += self._unrouted + self.auth.misses
-        merged.adapted += self._adapted + self.auth.adapted
+        merged.adapted += self._adapted_lines + self.auth.adapted
         merged.unfired_faults += self._faults.unfired()
         return merged
 
@@ -514,10 +520,15 @@ class HttpReplayer:
             self.failure = self.failure or str(error)
             return _error(500, f"Internal Server Error: {error}")
         if "origin" in request.headers:
-            self._settled(lambda: not self._reading.facts.cors)  # the first response that allowed an origin may be unread
+            self._read_all_unless(lambda: self._reading.facts.cors)  # the first response that allowed an origin may be unread
             for name, value in missing_cors(response.headers.items(), self._reading.facts.cors):
                 response.headers.append(name, value)
         return response
+
+    def _read_all_unless(self, known: Callable[[], object]) -> None:
+        """Read the rest of the cassette unless what was read already tells `known()` (a fact found)."""
+        if not known():
+            self._read_all()
 
     def _settled(self, answer: Callable[[], T]) -> T:
         """`answer()` as the recording tells it: asked of what was read, and when that says no (a
@@ -533,7 +544,7 @@ class HttpReplayer:
         if not host_allowed(request.headers.get("host"), self._allowed_hosts | {local[0]} if local else self._allowed_hosts):
             return _error(421, "Misdirected Request: Host not allowed")
         path = _path(request)
-        self._settled(lambda: path not in self.paths)  # (the checks below then see every recorded path)
+        self._read_all_unless(lambda: path in self.paths)  # (the checks below then see every recorded path)
         body: bytes | None = None
         if self.auth.claims(request.method, path):
             read = await self._body(request) if request.method == "POST" else b""
@@ -559,7 +570,7 @@ class HttpReplayer:
         if request.method == "HEAD":  # starlette routes it with GET: it must neither open a stream nor end the session
             return _other_method(request)
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
-            self._settled(lambda: not self._reading.facts.cors)
+            self._read_all_unless(lambda: self._reading.facts.cors)
             allowed = preflight_headers(self._reading.facts.cors, request.headers.get("access-control-request-headers"))
             if allowed is None:
                 return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")

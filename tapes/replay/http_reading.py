@@ -39,7 +39,6 @@ class CassetteReading:
 
     def __init__(self, cassette: Cassette | CassetteStream, on_session: Callable[[RecordedSession], None]) -> None:
         self.header = cassette.header
-        self.warnings = cassette.warnings  # (a stream's are complete once it is read)
         self._stream = cassette if isinstance(cassette, CassetteStream) else None
         self._source: Iterator[Frame] = iter(cassette.frames if isinstance(cassette, Cassette) else cassette)
         self.frames: list[Frame] = []
@@ -54,7 +53,8 @@ class CassetteReading:
         """Read the first step, or all of it (`read_whole`, a small cassette, one with an authorization flow)."""
         origin = self.header.labels.get("origin")
         first, exhausted = self._pull(READ_STEP)
-        while not exhausted and not any(frame.kind is Kind.HTTP_RESPONSE for frame in first):
+        more = first
+        while not exhausted and not any(frame.kind is Kind.HTTP_RESPONSE for frame in more):
             more, exhausted = self._pull(READ_STEP)  # up to a response head: its exchange tells a flow
             first += more
         if not (exhausted or read_whole):  # (else the flow is told from all of it, below)

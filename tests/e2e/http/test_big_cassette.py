@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from replayer.http import HttpReplayer
 from tapes.cassette.frames import Direction, Frame, Kind
-from tapes.cassette.store import Cassette, load, save
+from tapes.cassette.store import Cassette, load, save, stream
+from tapes.replay import http_reading
 from tapes.replay.http_reading import READ_STEP
 from tests.support.flows import everything_flow
 from tests.support.http_cassettes import REPEATED, write_repeated_session
@@ -55,3 +57,20 @@ def test_damage_past_the_first_step_is_said_once_read_and_what_came_before_it_is
         code, summary = replay.stop()
     assert got["echo"] and code == 2, summary
     assert f"frame {damaged.seq} is a response head with status 999, which HTTP cannot send" in summary, summary
+
+
+def test_an_authorization_flow_found_past_the_first_step_is_said_in_the_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials first sent past the first step read: the flow is replayed as the sessions'
+    exchanges, and the summary says so, whether or not a client came (here none did)."""
+    monkeypatch.setattr(http_reading, "READ_STEP", 10)
+    late = tmp_path / "late-flow.tape"
+    write_repeated_session(late, 200)
+    cassette = load(late)
+    sent = next(f for f in cassette.frames[100:] if f.kind is Kind.HTTP_REQUEST)
+    with_credentials = sent._replace(info={**sent.info, "headers": [*sent.info["headers"], ["Authorization", "Bearer t"]]})
+    save(Cassette(cassette.header, [with_credentials if f is sent else f for f in cassette.frames]), late)
+    replayer = HttpReplayer(stream(late))
+    assert not replayer.read_through
+    assert (f"adapted the recording's authorization flow begins at frame {sent.seq}, past what was read before serving "
+            "began: its exchanges were replayed as the sessions'") in replayer.report_lines()
