@@ -77,7 +77,7 @@ from tapes.replay.streams import (
 )
 from tapes.wire.eras import DISCOVER_METHOD, KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin, utf8_header
-from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, wire_form, without_meta
+from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, request_label, wire_form, without_meta
 from tapes.wire.oauth import redact_url
 from tapes.wire.sse import is_event_stream
 from tapes.wire.text import is_digits
@@ -785,7 +785,7 @@ class HttpReplayer:
         else:  # either may be so: a first request tells them apart no better
             how = ("whose client sent it, at the live session's first request past its opening (clients that opened alike "
                    "came in another order, or a client runs a session per step)")
-        self._adapted.append(f"{message['method']} id {message['id']!r}: played from recorded session {other.recorded_id}"
+        self._adapted.append(f"{request_label(message['method'], message['id'])}: played from recorded session {other.recorded_id}"
                              f"{' again, from a copy' if again else ''}, {how}")
         left, right = self._position[id(session.recorded)], self._position[id(other.recorded)]
         session.continue_in(other, path, done)  # `other` now holds the recording `session` left
@@ -833,7 +833,7 @@ class HttpReplayer:
             free.claimed = True
             return free
         best = pool[0]
-        summary = f"{opening['method']} id {opening['id']!r}" if opening is not None else f"{method} (a new session)"
+        summary = request_label(opening['method'], opening['id']) if opening is not None else f"{method} (a new session)"
         if control.repeats is not Repeats.STRICT:
             # in turn, in recorded order: a suite run again as it was recorded gets each session again
             turns = tuple(id(s.recorded) for s in pool)
@@ -1090,7 +1090,7 @@ def _alike(recorded: Any, live: Any, control: ReplayControl) -> bool:
 def _what(request: Request, message: Any) -> str:
     """A live request as a summary names it."""
     if classify(message) is MessageType.REQUEST:
-        return f"{message['method']} id {message['id']!r}"
+        return request_label(message['method'], message['id'])
     return _named(request.method, _target(request))
 
 

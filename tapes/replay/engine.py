@@ -40,8 +40,8 @@ from tapes.wire.eras import (
 )
 from tapes.wire.http import header
 from tapes.wire.jsonrpc import (
-    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, meta_of, params_of, read_client, usable_id,
-    wire_form,
+    METHOD_NOT_FOUND, PARSE_ERROR, Incoming, MessageType, Refusal, classify, items, meta_of, params_of, read_client,
+    request_label, usable_id, wire_form,
 )  # fmt: skip
 
 
@@ -409,7 +409,7 @@ class ReplayEngine:
             interaction.withheld = True
             if self._race is Race.RECORDED and channel not in self._closed_by_client and not interaction.long_lived \
                     and interaction.live_id not in self._excused:
-                self._miss(f"closing the stream of {interaction.request['method']} id {interaction.live_id!r}",
+                self._miss(f"closing the stream of {request_label(interaction.request['method'], interaction.live_id)}",
                            "the recording has no cancellation of it")
 
     def excuse_cancel(self, live_id: Any) -> None:
@@ -464,7 +464,7 @@ class ReplayEngine:
                     and not any(key in self._consumed for key in interaction.cancel_items) \
                     and not any(item.waiting == 0 and item.answers(interaction) for item in interaction.server_items):
                 self._waited_in_vain.add(interaction)
-                self._miss(f"{interaction.request['method']} id {interaction.live_id!r}",
+                self._miss(request_label(interaction.request['method'], interaction.live_id),
                            f"the recorded client cancelled {interaction.describe()}, so the recording has no answer to "
                            "it; this client did not cancel it, and got none")
         return self._stopped_by_its_client(self._release())
@@ -601,7 +601,7 @@ class ReplayEngine:
             if (reply := self._by_protocol(request)) is not None:
                 return None, [reply]
             reason = self._nearest(request, size)
-            self._miss(f"{request['method']} id {request['id']!r}", reason)
+            self._miss(request_label(request['method'], request['id']), reason)
             return None, [Reply.error(request["id"], NO_MATCH, f"mcp-tapes: {reason}")]
         interaction.matched = True
         self._retry_inputs_otherwise(interaction, request)
@@ -624,7 +624,7 @@ class ReplayEngine:
             return
         for key in recorded.keys() & live.keys():
             if otherwise := _input_answered_otherwise(recorded, key, {"jsonrpc": "2.0", "id": 0, "result": live[key]}):
-                self._miss(f"{request['method']} id {request['id']!r}: its input {key!r}", otherwise)
+                self._miss(f"{request_label(request['method'], request['id'])}: its input {key!r}", otherwise)
 
     def _cut_short(self, interaction: Interaction) -> Reply:
         """The error for a live request whose recorded match the recording stops short of
@@ -632,7 +632,7 @@ class ReplayEngine:
         the live client would wait for ever. A miss: the cassette lacks what it asked for."""
         reason = (f"the recording stops before the answer to {interaction.describe()} "
                   "(it was cut short: its recorder was stopped, or the cassette truncated)")
-        self._miss(f"{interaction.request['method']} id {interaction.live_id!r}", reason)
+        self._miss(request_label(interaction.request['method'], interaction.live_id), reason)
         return Reply.error(interaction.live_id, NO_MATCH, f"mcp-tapes: {reason}")
 
     def _take_poll(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
@@ -995,7 +995,7 @@ class ReplayEngine:
             self._held_ends.add(self._input_streams.get(frame.channel, frame.channel))
         asked = list(result["inputRequests"].items())  # (the keys name the recorded client's answers in its retry)
         methods = ", ".join(sorted({request.get("method", "?") for _, request in asked}))
-        self._adapted.append(f"{owner.request['method']} id {owner.live_id!r}: the recorded input_required result sent as "
+        self._adapted.append(f"{request_label(owner.request['method'], owner.live_id)}: the recorded input_required result sent as "
                              f"{methods} requests, as a server of both eras asks a client that opened with initialize")
         input_round = _InputRound(owner, frame, asked, result.get("requestState"))
         asking = self._ask(input_round)
@@ -1046,7 +1046,7 @@ class ReplayEngine:
                 asking["params"] = request["params"]
             if (why := self._undeclared(asking)) is not None:
                 owner = input_round.owner
-                self._adapted.append(f"{asking['method']} for {owner.request['method']} id {owner.live_id!r}: not asked, as "
+                self._adapted.append(f"{asking['method']} for {request_label(owner.request['method'], owner.live_id)}: not asked, as "
                                      f"{why}; the recorded client's answer stood in for its own")
                 continue
             self._input_requests_sent += 1
@@ -1081,7 +1081,7 @@ class ReplayEngine:
         if retry is None or input_round.state is None:
             reason = (f"the recording has no retry of {owner.describe()} with the input its server asked for "
                       "(the recorded client stopped there)")
-            self._miss(f"{owner.request['method']} id {owner.live_id!r}", reason)
+            self._miss(request_label(owner.request['method'], owner.live_id), reason)
             return self._on_asking_stream(input_round, [Reply.error(owner.live_id, NO_MATCH, f"mcp-tapes: {reason}")])
         recorded = params_of(retry.request).get("inputResponses")
         for key, live in input_round.answers:  # played on (what the server did next came of the recorded ones), but a miss

@@ -60,6 +60,11 @@ def classify(message: Any) -> MessageType:
     return _classify_single(message)
 
 
+def request_label(method: Any, request_id: Any) -> str:
+    """A request as summaries and errors name it: its method and id (`tools/call id 3`)."""
+    return f"{method} id {request_id!r}"
+
+
 _CANONICAL = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # built once: json.dumps builds one per call
 
 
