@@ -788,10 +788,18 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
         rules |= SECURITY_RULES
         old = _load(baseline) if baseline else None
     results = {}
+    unreadable = False
     for path in cassettes:
-        cassette = _load(path)
+        try:
+            cassette = _load(path)
+        except UserError as error:  # said in its one sentence; the other cassettes are still linted
+            click.echo(f"{ERROR_PREFIX}{error}", err=True)
+            unreadable = True
+            continue
         findings = lint_cassette(cassette) + (security_lint(cassette, old) if security else [])
         results[path] = (cassette, sorted(findings, key=lambda finding: (finding.seq, finding.rule)))
+    if not results:
+        sys.exit(2)  # none could be read: no empty report in their place
     if output_format in ("github", "sarif"):
         from tapes.analysis.report import github_annotations, sarif
 
@@ -813,7 +821,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
                                  f"{'s' * (len(findings) != 1)}"))
             for finding in findings:
                 click.echo(f"  {printable(finding.describe())}")
-    sys.exit(int(any(findings for _, findings in results.values())))
+    sys.exit(2 if unreadable else int(any(findings for _, findings in results.values())))
 
 
 # --- end of analysis: diff, verify, lint ------------------------------------------------------------

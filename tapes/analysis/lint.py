@@ -237,7 +237,7 @@ def _check_routing_headers(cassette: Cassette, era: str | None) -> list[Finding]
         method = header(info.get("headers"), "mcp-method")
         if method != item["method"]:
             what = "no Mcp-Method header" if method is None else f"Mcp-Method {method!r}"
-            found.append(Finding(frame.seq, "routing-headers", f"{what} for a {item['method']} body"))
+            found.append(Finding(frame.seq, "routing-headers", f"{what} but the body's method is {item['method']!r}"))
         name_key = NAME_PARAMS.get(item["method"])
         params = item.get("params") if isinstance(item.get("params"), dict) else {}
         if name_key is not None and header(info.get("headers"), "mcp-name") != params.get(name_key):

@@ -261,7 +261,7 @@ class _Builder:
                     self.client(message)
                 else:
                     self.server(message)
-        self.drop_failed_probe()
+        self.drop_failed_probes()
         return self.session
 
     def with_task_names(self, message: _Message) -> _Message:
@@ -505,14 +505,16 @@ class _Builder:
         else:
             self.continue_with_retry(step, *early)
 
-    def drop_failed_probe(self) -> None:
+    def drop_failed_probes(self) -> None:
         """A client that speaks 2026-07-28 first probes with server/discover; an older server
         refuses it and the client falls back to initialize. The probe is how the client chose
-        the era, not behaviour of the server."""
+        the era, not behaviour of the server: in every session of the recording (an HTTP one may
+        hold several, each opened by its own probe), not only the first."""
         handshakes = [step for step in self.session.steps if step.method == "handshake"]
-        probe = handshakes[0] if len(handshakes) > 1 else None
-        if probe is not None and probe.expressed == ["server/discover"] and "result" not in (probe.outcome or {}):
-            self.session.steps.remove(probe)
+        probes = {id(step) for step in handshakes[:-1]  # one a later handshake follows
+                  if step.expressed == ["server/discover"] and "result" not in (step.outcome or {})}
+        if probes:
+            self.session.steps = [step for step in self.session.steps if id(step) not in probes]
             self.fold("a refused server/discover probe before initialize")
 
 

@@ -315,8 +315,18 @@ def frame_problem(seq: Any, t: Any, channel: Any, kind: Kind, message: Any, data
 def _fields_problem(info: dict[str, Any], required: dict[str, tuple[type, ...]]) -> str | None:
     for name, types in required.items():
         if type(info.get(name)) not in types:
-            return f"its info {name} is {type(info.get(name)).__name__}, not {' or '.join(t.__name__ for t in types)}"
+            if name not in info:
+                return f"its info has no {name}"
+            wanted = " or ".join(_JSON_TYPE_NAMES[t] for t in types)
+            return f"its info {name} is {_JSON_TYPE_NAMES.get(type(info[name]), 'of another type')}, not {wanted}"
     return None
+
+
+# What a user knows a value as: JSON's names (msgpack adds bytes), not Python's.
+_JSON_TYPE_NAMES: dict[type, str] = {
+    type(None): "null", bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+    bytes: "bytes", list: "an array", tuple: "an array", dict: "an object",
+}
 
 
 def _headers_problem(info: dict[str, Any]) -> str | None:

@@ -118,6 +118,19 @@ def test_the_feed_followed_through_resources_subscribe_and_subscriptions_listen_
         ("removed", "server notifications/resources/updated", {"uri": "feed://latest"})]
 
 
+def test_a_refused_probe_is_set_aside_in_every_session_not_only_the_first() -> None:
+    # server-everything refuses the SDK client's server/discover probe, and each session opens with one
+    one = tape("everything-http-2025-11-25")
+    last = max(frame.seq for frame in one.frames)
+    again = [replace(frame, seq=frame.seq + last, channel=f"{frame.channel}-again") for frame in one.frames]
+    report = diff_cassettes(one, Cassette(one.header, one.frames + again))
+    # the second session is the first one's steps again: its probe is no "+ handshake"
+    assert [change.subject for change in report.changes if change.section == "interaction"] == [
+        step.describe() for step in session(one).steps]
+    assert {change.kind for change in report.changes if change.section == "interaction"} == {"added"}
+    assert report.folds["new"] == report.folds["old"] == ["a refused server/discover probe before initialize"]
+
+
 @pytest.mark.parametrize("name", sorted(path.stem for path in CASSETTES.glob("*.tape")))
 def test_a_recording_is_the_same_as_itself(name: str) -> None:
     report = diff_cassettes(tape(name), tape(name))
@@ -467,6 +480,15 @@ def test_markdown_renders_no_tag_a_cassette_holds() -> None:
     text = markdown(diff_cassettes(old, new))
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     assert "b\\|\\`c\\`" in text
+
+
+def test_markdown_says_what_was_set_aside_as_the_text_does() -> None:
+    report = diff_cassettes(tape("feed-stdio-2025-11-25"), tape("feed-stdio-2026-07-28"), new_name="new|one")
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=500))
+    text_lines = [line.strip() for line in out.getvalue().splitlines() if line.strip().startswith("set aside")]
+    assert len(text_lines) == len(report.folds["new"]) > 1
+    assert [line[2:].replace("\\|", "|") for line in markdown(report).splitlines() if line.startswith("- set aside")] == text_lines
 
 
 def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:

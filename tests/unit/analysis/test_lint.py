@@ -169,8 +169,13 @@ def test_routing_headers() -> None:
     assert rules(good.cassette()) == []
     bad = Http()
     bad.exchange("POST", call, headers={"Mcp-Method": "tools/list"}, answer=[answer])
-    assert [f.message for f in lint(bad.cassette())] == ["Mcp-Method 'tools/list' for a tools/call body",
+    assert [f.message for f in lint(bad.cassette())] == ["Mcp-Method 'tools/list' but the body's method is 'tools/call'",
                                                           "no Mcp-Name header but the body's name is 'echo'"]
+    bare = Http()  # worded for any method, "initialize" too (it read "for a initialize body")
+    bare.exchange("POST", call, headers={"Mcp-Method": "tools/call", "Mcp-Name": "echo"}, answer=[answer])
+    bare.exchange("POST", req(2, "initialize", {}), answer=[res(2, {})])
+    assert [f.message for f in lint(bare.cassette()) if f.rule == "routing-headers"] == [
+        "no Mcp-Method header but the body's method is 'initialize'"]
 
 
 def test_progress_not_increasing() -> None:
