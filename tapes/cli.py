@@ -493,27 +493,37 @@ def _fault_dry_run(cassette: str, faults: tuple[str, ...]) -> NoReturn:
 def _record_in_place_of_replay(cassette: str, upstream: str | None, command: list[str], listen: str | None,
                                before_record: str | None, rules: Any) -> NoReturn:
     """`tapes replay --record-mode once|all|rewrite` with a cassette to (re)make: record it instead,
-    as `tapes record` would, where the replay would have served. A re-record goes beside the
-    cassette first, and replaces it only if it behaves otherwise (`tapes.analysis.rerecord`)."""
-    from tapes.analysis.rerecord import settle
+    as `tapes record` would, where the replay would have served. The recording goes beside the
+    cassette first, and takes its place only once the recorder finished, and, for a re-record,
+    only if it behaves otherwise (`tapes.analysis.rerecord`): a run killed part way (a CI
+    timeout) leaves no half cassette at the name for the next run to replay."""
+    from tapes.analysis.rerecord import finished, scratch_beside, settle
     from tapes.cassette.scrub import load_hook
     from tapes.config import load_config
 
     hook_spec = before_record or load_config().before_record
     hook = load_hook(hook_spec) if hook_spec else None
     path = Path(cassette)
-    recording = path.with_name(f"{path.stem}.recording{path.suffix}") if path.exists() else path
+    if not path.parent.is_dir():  # said of the cassette, not of the scratch the recorder would fail to open
+        raise UserError(f"{cassette}: cannot be written (the folder {path.parent} does not exist)")
+    recording = scratch_beside(path, "recording")
     if upstream is None:
         from recorder.stdio import record_stdio
 
+        # its exit code is the server's, recorded as any other end: a recorder that failed leaves its raw capture
         code = record_stdio(command, str(recording), before_record=hook, rules=rules)
+        ended_well = True
     else:
         from recorder.http import record_http
 
         code = record_http(str(recording), upstream=upstream, listen=_listen_address(listen or "127.0.0.1:8080"),
                            rules=rules, before_record=hook)
-    if recording != path:
+        ended_well = code == 0  # else the cassette could not be written whole
+    if ended_well and finished(recording):
         settle(recording, path)
+    elif recording.exists():
+        _warn([(f"the recording did not finish, so it was not put at {path}; what was recorded is kept in {recording}, "
+                "which the next recording writes over")])
     sys.exit(code)
 
 

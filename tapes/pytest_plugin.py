@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import pytest
 
 from recorder.process import TAPES
-from tapes.analysis.rerecord import settle
+from tapes.analysis.rerecord import scratch_beside, settle
 from tapes.cassette.frames import STDIO, Kind
 from tapes.cassette.redact import RedactionRuleError, RedactionRules
 from tapes.cassette.store import Cassette, Header, load, stream
@@ -118,9 +118,8 @@ class Tape:
     writing_to: Path = field(init=False)
 
     def __post_init__(self) -> None:
-        # the scratch keeps the cassette's suffix: the format follows the name
         scratch = "recording" if self.recording else "episodes" if self.adding else None
-        self.writing_to = self.path.with_name(f"{self.path.stem}.{scratch}{self.path.suffix}") if scratch else self.path
+        self.writing_to = scratch_beside(self.path, scratch) if scratch else self.path
 
     @property
     def adding(self) -> bool:

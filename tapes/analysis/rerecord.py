@@ -1,6 +1,8 @@
-"""Quiet re-records: a new recording that behaves as the cassette it would replace leaves that
-cassette byte for byte as it was, so a re-record (the plugin's `all` and `rewrite` modes, `tapes
-replay --record-mode all`) shows up in review only when something changed."""
+"""Recordings made beside a cassette, then put in its place: a run killed part way leaves no half
+cassette at its name for the next run to replay. And quiet re-records: a new recording that behaves
+as the cassette it would replace leaves that cassette byte for byte as it was, so a re-record (the
+plugin's `all` and `rewrite` modes, `tapes replay --record-mode all`) shows up in review only when
+something changed."""
 
 from __future__ import annotations
 
@@ -8,8 +10,21 @@ import shutil
 from pathlib import Path
 
 from tapes.analysis.diff import diff_cassettes
-from tapes.cassette.store import Cassette, load, replacing
+from tapes.cassette.store import Cassette, is_raw_capture, load, replacing
 from tapes.errors import UserError
+
+
+def scratch_beside(cassette: Path, purpose: str) -> Path:
+    """Where what goes to `cassette` is written first (`purpose`: "recording", or a new-episodes
+    replay's "episodes"), to be `settle`d in its place: beside it, with its suffix, for the format
+    follows the name. No replay reads it, and the next run writes over it."""
+    return cassette.with_name(f"{cassette.stem}.{purpose}{cassette.suffix}")
+
+
+def finished(recording: Path) -> bool:
+    """Whether the recorder finished `recording`: it is there, and no stdio recorder's raw capture
+    (left by a recorder killed, or unable to write its frames; unscrubbed if its hook failed)."""
+    return recording.exists() and not is_raw_capture(recording)
 
 
 def same_recording(old: Cassette, new: Cassette) -> bool:

@@ -716,6 +716,17 @@ def is_jsonl_file(path: str | os.PathLike[str]) -> bool:
         raise _unreadable(os.fspath(path), error) from None
 
 
+def is_raw_capture(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at `path` is a stdio recorder's raw capture, not its frames: what a recorder
+    leaves when it did not finish (killed, or its frames could not be written or scrubbed)."""
+    try:
+        with open(path, "rb") as file:
+            head = next(msgpack.Unpacker(file, raw=False), None)
+    except (OSError, ValueError, msgpack.UnpackException):  # no msgpack at its start: no capture either
+        return False
+    return isinstance(head, dict) and CAPTURE_KEY in head
+
+
 def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
     first = file.read(len(_BOM) + 1)
     if not first:

@@ -4,6 +4,7 @@ the official Python SDK client over stdio and Streamable HTTP."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -19,6 +20,8 @@ import tapes
 ROOT = Path(__file__).resolve().parents[2]
 WEATHER = [sys.executable, str(ROOT / "cassettes" / "example" / "weather_server.py")]
 NOTES = [sys.executable, str(ROOT / "tests" / "servers" / "notes_server.py")]
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "killed", "version": "1"}}}
 
 
 async def forecast(server: StdioServerParameters | str, city: str = "Paris") -> str:
@@ -74,7 +77,78 @@ def test_once_over_http_records_through_the_upstream_then_replays(tmp_path: Path
         server.terminate()
         server.wait()
     assert tapes.load(cassette).header.transport == "http"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes-http.tape"]  # recorded beside it, then moved
     assert _listed_tools_over(cassette, upstream) == live  # the upstream is gone: this is the replay
+
+
+def test_once_killed_part_way_leaves_no_cassette_for_the_next_run_to_replay(tmp_path: Path) -> None:
+    """A SIGKILL (a CI timeout) after the server answered left the capture at the cassette's name,
+    and the next run replayed that half session as the cassette."""
+    cassette = tmp_path / "weather.tape"
+    argv = [sys.executable, "-m", "tapes", "replay", str(cassette), "--record-mode", "once", "--", *WEATHER]
+    recorder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert recorder.stdin is not None and recorder.stdout is not None
+    recorder.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+    recorder.stdin.flush()
+    assert b'"serverInfo"' in recorder.stdout.readline()  # the session is under way, and recorded
+    recorder.kill()
+    recorder.wait(timeout=30)
+    recorder.stdin.close()
+    recorder.stdout.close()
+    assert not cassette.exists()
+    # the next run records the whole session (over the scratch the killed one left), then moves it in place
+    assert anyio.run(forecast, stdio(cassette, "--record-mode", "once")).startswith("Paris")
+    assert tapes.load(cassette).warnings == []  # no raw capture of a killed recorder
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["weather.tape"]
+
+
+def test_once_over_http_killed_part_way_leaves_no_cassette(tmp_path: Path) -> None:
+    cassette = tmp_path / "notes-http.tape"
+    server = subprocess.Popen([*NOTES, "--http"], stderr=subprocess.PIPE, text=True)
+    port = _free_port()
+    recorder = subprocess.Popen([sys.executable, "-m", "tapes", "replay", str(cassette), "--http", "--listen",
+                                 f"127.0.0.1:{port}", "--upstream", _announced(server), "--record-mode", "once"])
+    try:
+        _wait_until_listening(port)
+
+        async def initialize() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp", cache=None):
+                pass
+
+        anyio.run(initialize)
+    finally:
+        recorder.kill()
+        recorder.wait(timeout=30)
+        server.terminate()
+        server.wait()
+    assert not cassette.exists()
+
+
+def test_a_rerecord_that_did_not_finish_leaves_the_cassette_and_says_where_the_recording_is(tmp_path: Path) -> None:
+    """A before-record hook that fails leaves the recorder's raw capture, unscrubbed: it used to
+    replace the cassette all the same."""
+    cassette = tmp_path / "weather.tape"
+    anyio.run(forecast, stdio(cassette, "--record-mode", "once"))
+    recorded = cassette.read_bytes()
+    (tmp_path / "broken.py").write_text("def raises(frame):\n    raise RuntimeError('no')\n")
+    session = (ROOT / "cassettes" / "example" / "client.jsonl").read_bytes()  # another session: it would replace it
+    run = subprocess.run([sys.executable, "-m", "tapes", "replay", str(cassette), "--record-mode", "all",
+                          "--before-record", "broken:raises", "--", *WEATHER],
+                         input=session, capture_output=True, cwd=tmp_path, timeout=60)
+    assert run.returncode == 1 and b"Traceback" not in run.stderr
+    scratch = tmp_path / "weather.recording.tape"
+    assert cassette.read_bytes() == recorded and scratch.exists()
+    assert (f"tapes: warning: the recording did not finish, so it was not put at {cassette}; what was recorded is kept "
+            f"in {scratch}, which the next recording writes over") in run.stderr.decode()
+
+
+def test_a_cassette_in_a_missing_folder_is_one_sentence_naming_it(tmp_path: Path) -> None:
+    cassette = tmp_path / "nowhere" / "weather.tape"
+    run = subprocess.run([sys.executable, "-m", "tapes", "replay", str(cassette), "--record-mode", "once", "--", *WEATHER],
+                         input=b"", capture_output=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.decode() == (f"tapes: error: {cassette}: cannot be written (the folder {cassette.parent} "
+                                   "does not exist)\n")
 
 
 def _listed_tools_over(cassette: Path, upstream: str) -> list[str]:

@@ -1,11 +1,15 @@
-"""Quiet re-records: a recording that behaves as the cassette does leaves it byte for byte."""
+"""Recordings made beside a cassette, put in its place once finished; quiet re-records: a recording
+that behaves as the cassette does leaves it byte for byte."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from tapes.analysis.rerecord import same_recording, settle
+import msgpack
+
+from tapes.analysis.rerecord import finished, same_recording, scratch_beside, settle
+from tapes.cassette.capture import CAPTURE_KEY
 from tapes.cassette.store import Cassette, load, save
 
 from tests.support.samples import TIMELINE_FRAMES, TIMELINE_HEADER
@@ -69,3 +73,17 @@ def test_settle_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
     save(Cassette(TIMELINE_HEADER, _another_answer()), recording)
     assert settle(recording, cassette)
     assert cassette.is_symlink() and load(target).frames == _another_answer() and not recording.exists()
+
+
+def test_a_recording_is_finished_once_its_recorder_made_frames_of_it(tmp_path: Path) -> None:
+    """What a stdio recorder killed, or unable to write or scrub its frames, leaves is its raw capture."""
+    cassette = tmp_path / "a.jsonl"
+    recording = scratch_beside(cassette, "recording")
+    assert recording.name == "a.recording.jsonl"  # the format follows the name
+    assert not finished(recording)
+    recording.write_bytes(msgpack.packb({**TIMELINE_HEADER.record(), CAPTURE_KEY: {"unapplied": []}}))
+    assert not finished(recording)
+    save(Cassette(TIMELINE_HEADER, TIMELINE_FRAMES), recording)
+    assert finished(recording)
+    save(Cassette(TIMELINE_HEADER, TIMELINE_FRAMES), tmp_path / "a.recording.tape")
+    assert finished(tmp_path / "a.recording.tape")
