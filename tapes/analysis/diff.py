@@ -501,7 +501,12 @@ def markdown(report: DiffReport) -> str:
 
 
 def _md_cell(text: str) -> str:
-    """Text from a cassette as the text of a table cell: no column break, code span or HTML tag of its
-    own (a PR comment renders tags such as <img> or <details>)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
-    return printable(text).replace("|", "\\|").replace("`", "\\`")
+    """Text from a cassette as the text of a table cell: no column break, code span, HTML tag, link,
+    image or emphasis of its own (a PR comment renders tags such as <img> or <details>, and
+    `![](URL)` and `[text](URL)` as well). Its own backslashes are escaped first, so that they
+    escape nothing."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ").replace("\\", "\\\\")
+    return printable(text).translate(_MARKDOWN_ESCAPES)
+
+
+_MARKDOWN_ESCAPES = str.maketrans({char: f"\\{char}" for char in "|`[]*_~"})

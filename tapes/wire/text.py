@@ -5,8 +5,10 @@ from __future__ import annotations
 
 # Cassettes are untrusted: no control character of theirs (ESC sequences that set a terminal's
 # title or clear it, newlines that forge lines, C1 controls) reaches a terminal; each is shown as
-# its \xNN escape.
+# its \xNN escape. Nor does a bidi control (U+202E turns the rest of a line around, as in "Trojan
+# Source") or a line or paragraph separator (a line break in some log viewers): \uNNNN.
 _CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
+_CONTROLS |= {code: f"\\u{code:04x}" for code in [0x061C, 0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A)]}
 
 
 def is_digits(text: str) -> bool:
@@ -16,5 +18,6 @@ def is_digits(text: str) -> bool:
 
 
 def printable(text: str) -> str:
-    """`text` with its control characters as \\xNN escapes."""
+    """`text` with its control characters as \\xNN escapes, its bidi controls and line separators as
+    \\uNNNN."""
     return text.translate(_CONTROLS)

@@ -4,6 +4,7 @@ sessions for alignment, noise, era folds and the tool-surface classification."""
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -488,7 +489,20 @@ def test_markdown_says_what_was_set_aside_as_the_text_does() -> None:
     print_report(report, Console(file=out, width=500))
     text_lines = [line.strip() for line in out.getvalue().splitlines() if line.strip().startswith("set aside")]
     assert len(text_lines) == len(report.folds["new"]) > 1
-    assert [line[2:].replace("\\|", "|") for line in markdown(report).splitlines() if line.startswith("- set aside")] == text_lines
+    unescaped = [re.sub(r"\\(.)", r"\1", line[2:]) for line in markdown(report).splitlines() if line.startswith("- set aside")]
+    assert unescaped == text_lines
+
+
+def test_markdown_renders_no_link_image_or_emphasis_a_cassette_holds() -> None:
+    # `![](URL)` shows an image in a pull-request comment as <img> does, and a link can pose as ours
+    names = ["![px](https://tracker.example/p.png)", "[Approve](https://evil.example/)", "_em_ **b** ~~s~~", "a\\|b"]
+    old = stdio_cassette(*handshake(), *[frame for n, name in enumerate(names) for frame in call(2 + n, name, {}, "a")])
+    new = stdio_cassette(*handshake(), *[frame for n, name in enumerate(names) for frame in call(2 + n, name, {}, "b")])
+    text = markdown(diff_cassettes(old, new))
+    assert "| tools/call !\\[px\\](https://tracker.example/p.png) |" in text
+    assert "| tools/call \\[Approve\\](https://evil.example/) |" in text
+    assert "| tools/call \\_em\\_ \\*\\*b\\*\\* \\~\\~s\\~\\~ |" in text
+    assert "| tools/call a\\\\\\|b |" in text  # its own backslash escapes nothing: the pipe stays in the cell
 
 
 def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:
@@ -499,7 +513,7 @@ def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:
     report = diff_cassettes(old, new)
     out = io.StringIO()
     print_report(report, Console(file=out, width=200))
-    for text in (out.getvalue(), markdown(report)):
+    for text in (out.getvalue(), markdown(report).replace("\\]", "]").replace("\\[", "[")):
         assert "\x1b" not in text and "\x07" not in text
         assert "\\x1b]0;pwned\\x07\\x1b[2J" in text
 

@@ -12,7 +12,7 @@ from tapes.cli import main
 from tapes.errors import UserError
 from tapes.replay.streams import Faults
 from tapes.wire.pointer import without
-from tapes.wire.text import is_digits
+from tapes.wire.text import is_digits, printable
 
 from tests.support.paths import CASSETTES
 
@@ -27,6 +27,13 @@ def test_a_fault_position_in_other_digits_is_refused_in_one_sentence() -> None:
         Faults.from_options(drop_after=["http:3:²"])
     with pytest.raises(UserError, match="--malformed 'http:²:1' is not CHANNEL:N"):
         Faults.from_options(malformed_after=["http:²:1"])
+
+
+def test_no_bidi_control_or_line_separator_reaches_a_terminal() -> None:
+    # U+202E shows the rest of a line reversed ("Trojan Source"); U+2028 breaks a line in some log viewers
+    assert printable("abc\u202edcba \u2066x\u2069 a\u2028b\u2029 \u200f\u061c") == (
+        "abc\\u202edcba \\u2066x\\u2069 a\\u2028b\\u2029 \\u200f\\u061c")
+    assert printable("é \U0001f600 \u200d \u202f") == "é \U0001f600 \u200d \u202f"  # text, a joiner, a space stay
 
 
 def test_a_pointer_or_redaction_step_in_other_digits_names_no_index() -> None:
