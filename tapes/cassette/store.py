@@ -1014,10 +1014,13 @@ class _capture_reader:
 
     def finish(self) -> Iterator[Frame]:
         yield from self._framer.finish()
+        unapplied = f"; {', '.join(self._unapplied)} was not applied to it" if self._unapplied else ""
         if not self._framer.exited:
-            unapplied = f"; {', '.join(self._unapplied)} was not applied to it" if self._unapplied else ""
             self._warnings.append(f"{self._name}: the recorder stopped before the server exited, so this cassette is "
                                   f"its raw capture, framed now{unapplied}")
+        elif unapplied:  # the recorder could not make it into frames (its hook failed, a full disk): unscrubbed
+            self._warnings.append(f"{self._name}: the recorder did not finish this cassette, so it is its raw capture, "
+                                  f"framed now{unapplied}")
 
 
 def _jsonl_stream(file: BinaryIO, name: str, warnings: list[str]) -> tuple[Header, Generator[Frame]]:

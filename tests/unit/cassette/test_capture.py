@@ -47,6 +47,16 @@ def test_a_capture_left_by_a_killed_recorder_loads_as_frames() -> None:
     )
 
 
+def test_a_capture_whose_server_exited_says_what_was_not_applied_to_it() -> None:
+    """The recorder outlived the server but could not make the frames (its hook failed): the
+    capture is unscrubbed, and whoever loads it must hear so."""
+    content = _capture(_chunk(0.1, Stream.CLIENT_STDIN, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'),
+                       msgpack.packb(exit_record(0.2, 0, None)), unapplied=("hook:hooks:scrub",))
+    assert loads(content, "kept.tape").warnings == [
+        "kept.tape: the recorder did not finish this cassette, so it is its raw capture, framed now; "
+        "hook:hooks:scrub was not applied to it"]
+
+
 def test_after_a_normal_exit_a_capture_keeps_the_clients_unended_line_and_ends_nothing() -> None:
     """The server was given the client's last unterminated bytes: the cassette holds them too."""
     content = _capture(
