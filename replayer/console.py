@@ -14,7 +14,7 @@ from rich.console import Console
 
 from tapes.cassette.store import Cassette, CassetteStream, replacing
 from tapes.errors import UserError
-from tapes.wire.text import printable
+from tapes.wire.text import terminal_line
 
 PREFIX = "tapes replay: "
 
@@ -40,28 +40,16 @@ def stderr_console() -> Console:
     return Console(file=_LossyStderr(), highlight=False)  # type: ignore[arg-type]
 
 
-LINE_LIMIT = 2000
-"""Characters of a summary line shown on the terminal: a live client's megabyte method name is
-named in the JSON report whole, not in the log."""
-
-
-def _shown(line: str) -> str:
-    """A line quoting the wire or a cassette, as a terminal may show it: no control character of
-    theirs (an ESC sequence, a newline that forges a line), and no longer than LINE_LIMIT."""
-    line = printable(line)
-    return line if len(line) <= LINE_LIMIT else f"{line[:LINE_LIMIT]}… ({len(line) - LINE_LIMIT} more characters)"
-
-
 def print_warnings(console: Console, cassette: Cassette | CassetteStream) -> None:
     for warning in cassette.warnings:
-        console.print(PREFIX + _shown(warning), style="yellow", soft_wrap=True, markup=False)
+        console.print(PREFIX + terminal_line(warning), style="yellow", soft_wrap=True, markup=False)
 
 
 def print_summary(console: Console, lines: Sequence[str], clean: bool) -> bool:
     """Print the summary `lines` (`tapes.replay.session.summary`), in green when the replay was
     `clean`; returns `clean`."""
     for number, line in enumerate(lines):
-        console.print(PREFIX + _shown(line), style=("green" if clean else "red") if number == 0 else "yellow",
+        console.print(PREFIX + terminal_line(line), style=("green" if clean else "red") if number == 0 else "yellow",
                       soft_wrap=True, markup=False)
     return clean
 

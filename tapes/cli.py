@@ -88,10 +88,10 @@ def _load(path: str) -> Any:
 
 def _warn(warnings: list[str]) -> None:
     """What loading a cassette warned of, on stderr."""
-    from tapes.wire.text import printable
+    from tapes.wire.text import terminal_line
 
     for warning in warnings:
-        click.echo(f"tapes: warning: {printable(warning)}", err=True)
+        click.echo(f"tapes: warning: {terminal_line(warning)}", err=True)
 
 
 @contextmanager
@@ -786,7 +786,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
     from tapes.analysis.lint import RULES
     from tapes.analysis.lint import lint as lint_cassette
     from tapes.cassette.store import is_jsonl_file
-    from tapes.wire.text import printable
+    from tapes.wire.text import printable, terminal_line
 
     if baseline and not security:
         raise UserError("--baseline only applies with --security")
@@ -830,7 +830,7 @@ def lint(cassettes: tuple[str, ...], output_format: str, security: bool, baselin
             click.echo(printable(f"{path} ({era or 'unknown protocol'}): {len(findings) or 'no'} finding"
                                  f"{'s' * (len(findings) != 1)}"))
             for finding in findings:
-                click.echo(f"  {printable(finding.describe())}")
+                click.echo(f"  {terminal_line(finding.describe())}")
     sys.exit(2 if unreadable else int(any(findings for _, findings in results.values())))
 
 

@@ -23,7 +23,7 @@ from tapes.analysis.normalize import Noise, Session, Step, session
 from tapes.cassette.frames import STOPPING_SIGNALS
 from tapes.cassette.store import Cassette
 from tapes.replay.matching import MISSING, Difference, differences
-from tapes.wire.text import printable
+from tapes.wire.text import printable, terminal_line
 
 BREAKING = "breaking"
 COMPATIBLE = "compatible"
@@ -472,7 +472,7 @@ def print_report(report: DiffReport, console: Any) -> None:
     from rich.text import Text
 
     for style, line in text_lines(report):
-        console.print(Text(printable(line), style=style), highlight=False)
+        console.print(Text(terminal_line(line), style=style), highlight=False)
 
 
 def markdown(report: DiffReport) -> str:

@@ -21,3 +21,15 @@ def printable(text: str) -> str:
     """`text` with its control characters as \\xNN escapes, its bidi controls and line separators as
     \\uNNNN."""
     return text.translate(_CONTROLS)
+
+
+LINE_LIMIT = 2000
+"""Characters of a line shown on a terminal: a megabyte tool name from the wire is for the JSON
+outputs, not for a log."""
+
+
+def terminal_line(text: str) -> str:
+    """A line quoting the wire or a cassette as a terminal may show it: `printable`, and no longer
+    than LINE_LIMIT characters."""
+    line = printable(text)
+    return line if len(line) <= LINE_LIMIT else f"{line[:LINE_LIMIT]}… ({len(line) - LINE_LIMIT} more characters)"

@@ -518,6 +518,15 @@ def test_control_characters_a_cassette_holds_reach_no_terminal() -> None:
         assert "\\x1b]0;pwned\\x07\\x1b[2J" in text
 
 
+def test_a_megabyte_tool_name_is_cut_on_the_terminal() -> None:
+    name = "t" * 1_000_000
+    report = diff_cassettes(stdio_cassette(*handshake(), *call(2, name, {}, "a")),
+                            stdio_cassette(*handshake(), *call(2, name, {}, "b")))
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=200, soft_wrap=True))
+    assert max(map(len, out.getvalue().splitlines())) < 2100 and "more characters)" in out.getvalue()
+
+
 @pytest.mark.parametrize(("ending", "severity"), [({"code": None, "signal": 11}, BREAKING), ({"code": 3, "signal": None}, BREAKING),
                                                   ({"code": None, "signal": 15}, "changed"), ({"code": None, "signal": 1}, "changed")])
 def test_how_the_server_exited_is_compared(ending: dict[str, Any], severity: str) -> None:

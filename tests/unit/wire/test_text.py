@@ -12,7 +12,7 @@ from tapes.cli import main
 from tapes.errors import UserError
 from tapes.replay.streams import Faults
 from tapes.wire.pointer import without
-from tapes.wire.text import is_digits, printable
+from tapes.wire.text import LINE_LIMIT, is_digits, printable, terminal_line
 
 from tests.support.paths import CASSETTES
 
@@ -34,6 +34,11 @@ def test_no_bidi_control_or_line_separator_reaches_a_terminal() -> None:
     assert printable("abc\u202edcba \u2066x\u2069 a\u2028b\u2029 \u200f\u061c") == (
         "abc\\u202edcba \\u2066x\\u2069 a\\u2028b\\u2029 \\u200f\\u061c")
     assert printable("é \U0001f600 \u200d \u202f") == "é \U0001f600 \u200d \u202f"  # text, a joiner, a space stay
+
+
+def test_a_terminal_line_is_printable_and_cut() -> None:
+    assert terminal_line("a\x1b" + "x" * 3000) == "a\\x1b" + "x" * (LINE_LIMIT - 5) + "… (1005 more characters)"
+    assert terminal_line("short") == "short"
 
 
 def test_a_pointer_or_redaction_step_in_other_digits_names_no_index() -> None:
