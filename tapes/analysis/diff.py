@@ -454,11 +454,11 @@ def text_lines(report: DiffReport) -> list[tuple[str, str]]:
     if report.equivalences:
         lines.append(("bold underline", "Same behaviour in another protocol form"))
         lines += [("cyan", f"  = {equivalence.describe()}{_frames(equivalence)}") for equivalence in report.equivalences]
-    lines += [("dim", f"  {line}") for line in _set_aside(report)]
+    lines += [("dim", f"  {line}") for line in set_aside(report)]
     return lines
 
 
-def _set_aside(report: DiffReport) -> list[str]:
+def set_aside(report: DiffReport) -> list[str]:
     """A line for each era form set aside before comparing, naming the side it was found on."""
     old_folds, new_folds = report.folds.get("old", []), report.folds.get("new", [])
     lines = []
@@ -494,7 +494,7 @@ def markdown(report: DiffReport) -> str:
     if report.equivalences:
         out += ["#### Same behaviour in another protocol form", ""]
         out += [f"- {_md_cell(equivalence.describe())}" for equivalence in report.equivalences]
-    out += [f"- {_md_cell(line)}" for line in _set_aside(report)]  # as the text report lists them, after the forms
+    out += [f"- {_md_cell(line)}" for line in set_aside(report)]  # as the text report lists them, after the forms
     if out[-1]:
         out.append("")
     return "\n".join(out)

@@ -234,6 +234,8 @@ def _script_safe(data: bytes) -> bytes:
 def render_diff(report: DiffReport, old: Cassette, new: Cassette) -> str:
     """The page of `tapes diff --format html`: both sessions side by side, each change and each
     same-behaviour-in-another-form mapping highlighted on the frames it concerns."""
+    from tapes.analysis.diff import set_aside  # (the caller made the report: the diff is loaded already)
+
     differences = [
         Difference(
             f"{change.section} {change.kind}: {change.subject}"
@@ -248,4 +250,6 @@ def render_diff(report: DiffReport, old: Cassette, new: Cassette) -> str:
         Difference(equivalence.describe(), equivalence.frames[0], equivalence.frames[1], "equivalent")
         for equivalence in report.equivalences
     ]
+    # what the text and markdown reports list last: forms of an era left out of the comparison
+    differences += [Difference(line.removeprefix("set aside "), severity="set aside") for line in set_aside(report)]
     return render_comparison(old, new, differences, titles=(report.old_name, report.new_name))

@@ -215,6 +215,7 @@ def test_tapes_diff_html_shows_the_cross_era_mapping(browser: Browser, tmp_path:
     notes = browser.evaluate("[...document.querySelectorAll('details.diffs li')].map(li => li.textContent).join('\\n')")
     assert "tools/call ask_model: same behaviour, expressed as in 2026-07-28" in notes
     assert "protocol version" in notes
+    assert "set aside (" in notes and "resultType \"complete\" on results" in notes  # as the text report lists them
     browser.screenshot(screenshots / "diff.png")
 
 
