@@ -41,7 +41,7 @@ from starlette.types import Receive, Scope, Send
 
 from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from replayer.http_guard import ConnectionLimits, guarded_protocol
-from tapes.cassette.frames import Frame, Kind
+from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteStream, gc_paused, load, replace_file
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
@@ -372,7 +372,9 @@ class HttpReplayer:
         self._unrouted: list[Unmatched] = []  # requests to a path the recording never saw
         self._adapted: list[str] = []  # requests the recording lacks, answered as its server would have
         if not self._reading.facts.paths:
-            raise UserError("the cassette has no HTTP requests: replay it without --http")
+            raise UserError("the cassette was recorded over stdio: replay it without --http"
+                            if self._reading.header.transport == STDIO
+                            else "the cassette has no HTTP requests to replay (its recording holds none)")
         self._allowed_hosts = LOCAL_HOSTS | set(self.options.allowed_hosts)
         self._reading_tasks: set[asyncio.Task[Any]] = set()  # requests waiting for the rest of their body
         self._reader: asyncio.Task[None] | None = None  # reads the rest of a big cassette while clients are idle

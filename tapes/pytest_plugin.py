@@ -51,7 +51,7 @@ import pytest
 
 from recorder.process import TAPES
 from tapes.analysis.rerecord import scratch_beside, settle
-from tapes.cassette.frames import STDIO, Kind
+from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.redact import RedactionRuleError, RedactionRules
 from tapes.cassette.store import Cassette, Header, load, stream
 from tapes.config import FORMATS, RECORD_MODES, Config, load_config
@@ -395,15 +395,22 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
     passed = request.node.stash.get(_PASSED, False)
     if handle.recording:
         if not handle.writing_to.exists():
+            if passed:
+                _nothing_recorded(request, handle, "the test never started its server")
             return
-        unreachable = handle.upstream is not None and _upstream_failed(handle.writing_to)
-        if not passed or unreachable:
-            handle.writing_to.unlink()  # a failed recording is not kept: the next run records again
-            if handle.mode == "rewrite":
+        exchanges = _http_exchanges(handle.writing_to) if handle.upstream is not None else None
+        unreachable = exchanges is not None and _upstream_failed(exchanges)
+        sent_nothing = exchanges is not None and not any(frame.kind is Kind.HTTP_REQUEST for frame in exchanges)
+        if not passed or unreachable or sent_nothing:
+            # a failed recording is not kept: the next run records again; nor an empty one, which no replay could serve
+            handle.writing_to.unlink()
+            if handle.mode == "rewrite" and (not passed or unreachable):
                 handle.path.unlink(missing_ok=True)
             if unreachable:
                 pytest.fail(f"upstream unreachable at {handle.upstream}: nothing was recorded to {handle.path}",
                             pytrace=False)
+            if passed:
+                _nothing_recorded(request, handle, "the test sent no request")
         elif handle.writing_to != handle.path:
             settle(handle.writing_to, handle.path)
         return
@@ -431,12 +438,24 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
         pytest.fail(f"replay of {handle.path} did not go as recorded:\n  " + "\n  ".join(problems), pytrace=False)
 
 
-def _upstream_failed(recording: Path) -> bool:
-    """Whether the recorder could not reach the upstream on an exchange of the recording."""
+def _nothing_recorded(request: pytest.FixtureRequest, handle: Tape, why: str) -> None:
+    """A test passed with nothing to keep: said, as the next run records again."""
+    request.node.warn(UserWarning(f"recording of {handle.path}: {why}, so nothing was recorded and the cassette was "
+                                  "not written"))
+
+
+def _http_exchanges(recording: Path) -> list[Frame] | None:
+    """The frames of an HTTP recording; None for a stdio one (a marker may name an upstream it does
+    not use), or one that does not load."""
     try:
-        frames = load(recording).frames
+        cassette = load(recording)
     except UserError:
-        return False
+        return None
+    return cassette.frames if cassette.header.transport != STDIO else None
+
+
+def _upstream_failed(frames: list[Frame]) -> bool:
+    """Whether the recorder could not reach the upstream on an exchange of the recording."""
     return any(frame.kind is Kind.STREAM_END and (frame.info or {}).get("reason") == "upstream_error" for frame in frames)
 
 
@@ -481,13 +500,17 @@ def tape_url(tape: Tape) -> Iterator[str]:
     if _or_fail(_header, tape.path).transport == STDIO:
         pytest.fail(f"{tape.path} was recorded over stdio: use the tape_server (or tape_transport) fixture to replay it",
                     pytrace=False)
+    cassette = _or_fail(_loaded, tape.writing_to)
+    if not any(frame.kind is Kind.HTTP_REQUEST for frame in cassette.frames):  # the replayer's refusal names the CLI's flags
+        pytest.fail(f"{tape.path} has no HTTP requests to replay (it recorded nothing): delete it to record it again",
+                    pytrace=False)
     options = ReplayOptions(control=tape.control)
     if tape.adding:
         if not tape.upstream:
             pytest.fail(f"cannot add new episodes to {tape.path}: the tape marker names no upstream=URL", pytrace=False)
         options.new_episodes = NewEpisodes(tape.upstream, tape.writing_to, tape.http_record_flags)
     with ExitStack() as stack:  # a cassette the replay refuses (one it cannot send, say) fails the test in its sentence
-        server = _or_fail(stack.enter_context, replay_server(_or_fail(_loaded, tape.writing_to), options=options))
+        server = _or_fail(stack.enter_context, replay_server(cassette, options=options))
         yield server.url
     tape.report_path.write_text(json.dumps(server.replayer.report().as_json()))  # judged at the tape's teardown
 

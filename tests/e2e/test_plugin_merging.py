@@ -1,17 +1,20 @@
 """The tape marker as a suite uses it: markers merged from module to class to test over the
 `tape_config` fixture, unknown arguments refused by name, user mistakes in one line, failed
-recordings not kept, and the wrong fixture for a cassette's transport said plainly. The code
-under test is the official SDK client against the bundled weather server."""
+(or empty) recordings not kept, and the wrong fixture for a cassette's transport said plainly.
+The code under test is the official SDK client against the bundled weather server."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 import pytest
 
+from tapes.cassette.store import Cassette, Header, save
 from tests.support.paths import CASSETTES
 
 WEATHER = [sys.executable, str(CASSETTES / "example" / "weather_server.py")]
+NOTHING_RECORDED = "*UserWarning: recording of *.tape: the test {}, so nothing was recorded and the cassette was not written"
 
 CLIENT = '''
 import anyio, pytest
@@ -134,6 +137,74 @@ def test_remote(tape_url):
     result = run(pytester, source, "--tape-record-mode=once")
     result.stdout.fnmatch_lines(["*upstream unreachable at http://127.0.0.1:9/mcp*"])
     assert not (pytester.path / "cassettes" / "remote.tape").exists()
+
+
+def test_a_recording_of_no_request_is_said_and_not_kept(pytester: pytest.Pytester) -> None:
+    # nothing listens upstream, and nothing asked it: a kept empty recording failed the next run's setup
+    source = '''
+@pytest.mark.tape("cassettes/remote.tape", upstream="http://127.0.0.1:9/mcp")
+def test_remote(tape_url):
+    pass
+'''
+    for _ in range(2):  # the next run records again
+        result = run(pytester, source, "--tape-record-mode=once")
+        result.assert_outcomes(passed=1, warnings=1)
+        result.stdout.fnmatch_lines([NOTHING_RECORDED.format("sent no request")])
+        assert not (pytester.path / "cassettes" / "remote.tape").exists()
+
+
+def test_a_recording_of_no_request_leaves_the_cassette_it_would_replace(pytester: pytest.Pytester) -> None:
+    (pytester.path / "cassettes").mkdir()
+    cassette = pytester.path / "cassettes" / "remote.tape"
+    shutil.copyfile(CASSETTES / "everything-http-2025-11-25.tape", cassette)
+    source = '''
+@pytest.mark.tape("cassettes/remote.tape", upstream="http://127.0.0.1:9/mcp")
+def test_remote(tape_url):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=all")
+    result.assert_outcomes(passed=1, warnings=1)
+    assert cassette.read_bytes() == (CASSETTES / "everything-http-2025-11-25.tape").read_bytes()
+
+
+def test_a_stdio_test_that_never_starts_its_server_is_said(pytester: pytest.Pytester) -> None:
+    source = f'''
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r})
+def test_forecast(tape_server):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([NOTHING_RECORDED.format("never started its server")])
+    assert not (pytester.path / "cassettes" / "weather.tape").exists()
+
+
+def test_a_stdio_server_started_and_told_nothing_is_a_recording_kept(pytester: pytest.Pytester) -> None:
+    source = f'''
+import subprocess
+
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r})
+def test_forecast(tape_server):
+    subprocess.run(tape_server, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "cassettes" / "weather.tape").exists()
+
+
+def test_an_http_cassette_of_no_request_says_so_in_the_plugins_terms(pytester: pytest.Pytester) -> None:
+    # as an older version kept one: a header and no frame
+    (pytester.path / "cassettes").mkdir()
+    save(Cassette(Header("http", {"url": "http://127.0.0.1:9/mcp"}), []), pytester.path / "cassettes" / "remote.tape")
+    source = '''
+@pytest.mark.tape("cassettes/remote.tape", upstream="http://127.0.0.1:9/mcp")
+def test_remote(tape_url):
+    pass
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*remote.tape has no HTTP requests to replay (it recorded nothing): delete it to record it again"])
+    assert "--http" not in result.stdout.str()
 
 
 def test_an_http_cassette_with_the_stdio_fixture_says_which_fixture_to_use(pytester: pytest.Pytester) -> None:

@@ -22,6 +22,17 @@ def test_new_episodes_of_an_http_cassette_on_stdio_say_to_add_http() -> None:
     assert b"Traceback" not in run.stderr
 
 
+def test_an_http_replay_of_no_http_request_says_why(tmp_path: Path) -> None:
+    """A stdio cassette wants no --http; an HTTP one that recorded nothing has nothing to serve either way."""
+    empty = tmp_path / "empty.tape"
+    empty.write_bytes((CASSETTES / "everything-http-2025-11-25.jsonl").read_bytes().splitlines(keepends=True)[0])
+    for cassette, said in ((CASSETTES / "notes-stdio-2025-11-25.tape", b"was recorded over stdio: replay it without --http"),
+                           (empty, b"has no HTTP requests to replay (its recording holds none)")):
+        run = subprocess.run([*TAPES, "replay", str(cassette), "--http", "--listen", "127.0.0.1:0"], capture_output=True,
+                             timeout=60)
+        assert run.returncode == 2 and said in run.stderr and b"Traceback" not in run.stderr, run.stderr
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_a_report_in_a_missing_folder_is_one_sentence_before_anything_is_served(transport: str, tmp_path: Path) -> None:
     report = tmp_path / "nope" / "report.json"
