@@ -50,6 +50,7 @@ from tapes.cassette.store import (
     replace_file,
 )
 from tapes.errors import UserError
+from tapes.interrupts import ctrl_c_dropped
 from tapes.wire.http import header, upstream_url
 from tapes.wire.jsonrpc import not_mcp_answer
 from tapes.wire.oauth import ProxyRoutes, is_mcp_answer
@@ -447,6 +448,8 @@ async def _serve(
 
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop)
+    if ctrl_c_dropped():  # while the modules loaded: as one that comes now
+        stop()
     if until_stdin_closes:
         threading.Thread(target=_stop_at_eof, args=(lambda: loop.call_soon_threadsafe(stop),), daemon=True).start()
     try:

@@ -47,6 +47,7 @@ from tapes.cassette.store import (
     replace_file,
 )
 from tapes.errors import UserError
+from tapes.interrupts import ctrl_c_dropped
 
 CHUNK = 1 << 20
 _LINGER = 0.05  # seconds between looks at a pipe the exited server's descendants may hold
@@ -270,6 +271,8 @@ class _SignalForwarder:
     def __enter__(self) -> _SignalForwarder:
         for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
+        if ctrl_c_dropped():  # while the modules loaded: the server gets it once it exists
+            self._pending.append(signal.SIGINT)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -44,6 +44,7 @@ from replayer.http_guard import ConnectionLimits, guarded_protocol
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.store import Cassette, CassetteStream, gc_paused, load, replace_file
 from tapes.errors import UserError
+from tapes.interrupts import ctrl_c_dropped
 from tapes.replay.control import ReplayControl
 from tapes.replay.episodes import HandoverFailed, NewEpisodes, last_exchange, splice
 from tapes.replay.http_rules import (
@@ -1308,17 +1309,21 @@ def replay_http(cassette: Cassette | CassetteStream, host: str, port: int, *, op
     if warning := _exposure_warning(sock):
         console.print(warning, style="yellow", soft_wrap=True, markup=False)
 
+    server = _uvicorn(replayer)
+
     def announce() -> None:  # only now: a SIGINT sent on seeing it is uvicorn's to handle
+        if ctrl_c_dropped():  # while the modules loaded: as one that comes now
+            server.should_exit = True
         console.print(f"tapes: replaying at {_url(sock, replayer.endpoint)}", soft_wrap=True, markup=False)
         if replayer.auth and (served := replayer.auth.served_as(_url(sock, ""))):
             console.print(f"tapes: the recorded origins are served as {served}", soft_wrap=True, markup=False)
         sys.stderr.flush()
 
-    # uvicorn raises the signal that stopped it again once it is done; let it land on a no-op so
-    # the summary below is still printed.
-    previous = {signum: signal.signal(signum, lambda *_: None) for signum in (signal.SIGINT, signal.SIGTERM)}
+    # uvicorn raises the signal that stopped it again once it is done: it lands on the server's own
+    # handler, which a finished server ignores, so the summary below is still printed. Until uvicorn
+    # takes the signals over, that handler stops the server as soon as it starts (a no-op lost them).
+    previous = {signum: signal.signal(signum, server.handle_exit) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        server = _uvicorn(replayer)
         server.on_serving = announce
         server.run(sockets=[sock])
     finally:

@@ -25,6 +25,7 @@ from recorder.process import TAPES
 from replayer.console import print_summary, print_warnings, stderr_console, write_report
 from tapes.cassette.frames import Frame, Kind
 from tapes.cassette.store import Cassette, CassetteStream, load, replace_file
+from tapes.interrupts import ctrl_c_dropped
 from tapes.replay.control import ReplayControl
 from tapes.replay.episodes import (
     WARM_UP_TIMEOUT,
@@ -274,6 +275,8 @@ class _Termination:
         for signum in self.SIGNALS:
             if signal.getsignal(signum) is not signal.SIG_IGN:
                 signal.signal(signum, self)
+        if ctrl_c_dropped() and signal.getsignal(signal.SIGINT) is self:  # while the modules loaded: as one now
+            self.signal = signal.SIGINT
 
     @property
     def requested(self) -> bool:

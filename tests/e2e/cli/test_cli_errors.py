@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tapes.cassette.store import load
 from tests.support.paths import CASSETTES, TAPES
 from tests.support.processes import TIMEOUT, Process
 
@@ -231,6 +232,47 @@ def test_a_ctrl_c_while_the_cli_loads_exits_130_without_a_traceback() -> None:
                    "run()\n")
     run = subprocess.run([TAPES[0], "-c", interrupted, "show", "x"], capture_output=True, timeout=60)
     assert (run.returncode, run.stdout, run.stderr) == (130, b"", b"")
+
+
+_DROPPING_A_CTRL_C = """
+import signal, sys
+class Dropping:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+class Interrupting:
+    def find_spec(self, name, *args):
+        if name == MODULE:
+            Dropping()
+MODULE = sys.argv.pop(1)
+sys.meta_path.insert(0, Interrupting())
+from tapes.__main__ import run
+run()
+"""
+
+
+@pytest.mark.parametrize(("module", "command", "code"), [
+    ("recorder.http", ["record", "-o", "{out}", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0"], 0),
+    ("replayer.http", ["replay", str(CASSETTES / "everything-http-2025-11-25.tape"), "--http", "--listen", "127.0.0.1:0"], 0),
+    ("replayer.stdio", ["replay", str(CASSETTES / "everything-stdio-2025-11-25.tape")], 130),
+    ("recorder.stdio", ["record", "-o", "{out}", "--", "sleep", "30"], 130),  # passed on to the server
+], ids=["record-http", "replay-http", "replay-stdio", "record-stdio"])
+def test_a_ctrl_c_that_python_drops_while_a_command_loads_still_stops_it(module: str, command: list[str], code: int,
+                                                                         tmp_path: Path) -> None:
+    """A SIGINT whose KeyboardInterrupt lands in a `__del__` or a weakref callback (importlib's module
+    locks run them on every import) is dropped by Python: made certain here by one such drop while
+    the command's module loads. The command stops as if the Ctrl-C came once it was up (its client
+    keeps stdin open: nothing else would end it)."""
+    output = tmp_path / "out.tape"
+    argv = [TAPES[0], "-c", _DROPPING_A_CTRL_C, module, *(part.format(out=output) for part in command)]
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert (process.returncode, stdout) == (code, b""), stderr
+    assert b"Traceback" not in stderr and b"Exception ignored" not in stderr
+    if module.startswith("recorder"):
+        load(output)  # a cassette, whole
 
 
 @pytest.mark.parametrize("command", [["diff", "{full}", "{cut}"], ["lint", "{cut}"], ["lint", "--security", "{cut}"],
