@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import logging
 import os
@@ -64,7 +65,7 @@ from tapes.replay.engine import Race, ReplayEngine, Repeats
 from tapes.replay.http_reading import CassetteReading
 from tapes.replay.index import check_replayable
 from tapes.replay.outcomes import NO_MATCH, Action, Reception, Reply, Report, Unmatched, answer_payload
-from tapes.replay.session import ReplaySession, merged_report, summary
+from tapes.replay.session import EndedSession, ReplaySession, merged_report, summary
 from tapes.replay.sessions import RecordedSession, SessionFeed, does_work, messages_before, only_opened
 from tapes.replay.streams import (
     MALFORMED_EVENT,
@@ -127,6 +128,8 @@ class _Session:
         self.standalone_stream: str | None = None  # the recorded GET stream the live client opened
         self._aliases: dict[str, str] = {}  # a recorded stream -> the one the live client reads it on
         self._copies = 0  # exchanges answered again under --repeats allow
+        self.in_flight = 0  # live requests of the session not answered in full yet
+        self.ended: EndedSession | None = None  # what the summary keeps, once the session is let go (`end`)
         self._control, self._may_hand_over = control, may_hand_over
         self._play(recorded, name=self.live_id)
 
@@ -192,6 +195,16 @@ class _Session:
     @property
     def legacy_path(self) -> str | None:
         return self._opening.get("path", "/").split("?", 1)[0] if self.legacy_stream is not None else None
+
+    def end(self) -> None:
+        """Keep what the summary says of it, and let go of its replay's index and streams: its live
+        session ended, and nothing of it is in flight."""
+        self.ended = EndedSession.of(self.replay)
+        self._replay, self.book = None, StreamBook()
+
+    @property
+    def summarized(self) -> ReplaySession | EndedSession:
+        return self.ended or self.replay
 
     def advance(self) -> bool:
         """Index what more of the recording was read for it, if its replay has begun: what that
@@ -380,6 +393,7 @@ class HttpReplayer:
         self._reading_tasks: set[asyncio.Task[Any]] = set()  # requests waiting for the rest of their body
         self._reader: asyncio.Task[None] | None = None  # reads the rest of a big cassette while clients are idle
         self._failure: str | None = None  # the user's code (a matcher) failed on a request: the replay fails
+        self._let_go_frames = 0  # frames of the copies let go since the collector last ran (see `_let_go_if_done`)
         self.app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST", "DELETE", "OPTIONS"])],
                              exception_handlers={405: _other_method})
 
@@ -443,9 +457,9 @@ class HttpReplayer:
         return self.paths[0]
 
     @property
-    def replays(self) -> list[ReplaySession]:
+    def replays(self) -> list[ReplaySession | EndedSession]:
         self._read_all()  # every recorded session is in the summary
-        return [session.replay for session in self._sessions]
+        return [session.summarized for session in self._sessions]
 
     def report_lines(self) -> list[str]:
         """The replay summary, one block per live session (named when there are several), then
@@ -521,12 +535,52 @@ class HttpReplayer:
             response = await self._answer(request)
         except UserError as error:  # said in the answer and at the end (a traceback per request otherwise)
             self.failure = self.failure or str(error)
-            return _error(500, f"Internal Server Error: {error}")
+            return self._then_answered(request, _error(500, f"Internal Server Error: {error}"))
+        except BaseException:
+            self._answered(request)
+            raise
         if "origin" in request.headers:
             self._read_all_unless(lambda: self._reading.facts.cors)  # the first response that allowed an origin may be unread
             for name, value in missing_cors(response.headers.items(), self._reading.facts.cors):
                 response.headers.append(name, value)
-        return response
+        return self._then_answered(request, response)
+
+    def _serving(self, request: Request, session: _Session) -> None:
+        """`request` belongs to `session` (see `_answered`)."""
+        request.scope[_SESSION_KEY] = session
+        session.in_flight += 1
+
+    def _then_answered(self, request: Request, response: Response) -> Response:
+        """`response`, then `_answered` once it is sent in full or its client went away."""
+        return _Then(response, partial(self._answered, request)) if _SESSION_KEY in request.scope else response
+
+    def _answered(self, request: Request) -> None:
+        """A request of a session is answered."""
+        session = request.scope.pop(_SESSION_KEY, None)
+        if session is not None:
+            session.in_flight -= 1
+            self._let_go_if_done(session)
+
+    def _let_go_if_done(self, session: _Session) -> None:
+        """A copy of a recorded session no request can reach any more (its client ended it; the
+        exchanges outside a session served afresh to a client that started over) is let go once
+        nothing of it is in flight: a replay that serves a suite again and again would otherwise
+        keep every copy's index. (The pool's sessions stay: clients may be served from them again,
+        and they are as many as the recording has.)"""
+        reachable = not session.deleted if session.live_id is not None else session is self._sessionless
+        if (reachable or session.in_flight or session.ended is not None or session in self._slots
+                or session.handover is not None or self.options.new_episodes is not None):
+            return
+        session.end()
+        if session.live_id is not None and self._live.get(session.live_id) is session:
+            del self._live[session.live_id]
+        # An index is built with the collector paused and lands in its oldest generation, which
+        # Python then never collects by itself: collected here once as much was let go as the
+        # replay keeps (so the collections cost, in all, about what the indexing did).
+        self._let_go_frames += len(session.recorded.frames)
+        if self._let_go_frames >= len(self._reading.frames):
+            self._let_go_frames = 0
+            gc.collect()
 
     def _read_all_unless(self, known: Callable[[], object]) -> None:
         """Read the rest of the cassette unless what was read already tells `known()` (a fact found)."""
@@ -587,6 +641,7 @@ class HttpReplayer:
         session = self._session_for(request, None)
         if isinstance(session, Response):
             return session
+        self._serving(request, session)
         if session.handover is not None:
             return await session.handover.forward(request, None)
         if request.method == "GET":
@@ -619,6 +674,7 @@ class HttpReplayer:
         session = self._session_for(request, message)
         if isinstance(session, Response):
             return session
+        self._serving(request, session)
         stateless = request.headers.get("mcp-protocol-version") == STATELESS_VERSION
         if stateless:
             if isinstance(message, dict) and message.get("method") == "tools/call":
@@ -728,9 +784,11 @@ class HttpReplayer:
             if (self._control.repeats is not Repeats.STRICT and sessionless.opens_like(message, self._control)
                     and not sessionless.engine.unplayed_like(message)):
                 # another client starting over (its server/discover probe, a stateless client's first request)
-                sessionless = self._sessionless = self._served_again(
+                left, sessionless = sessionless, self._served_again(
                     sessionless, f"{_what(request, message)}: served the recorded exchanges outside a session again "
                     "from their start (a client started over)")
+                self._sessionless = sessionless
+                self._let_go_if_done(left)
             return sessionless
         if not self._legacy_paths or any(s.legacy_path is None and s.recorded_id for s in self._slots):
             return self._refused(request, message, 400, "Bad Request: Mcp-Session-Id header is required",
@@ -1003,6 +1061,22 @@ class HttpReplayer:
         if session.live_id != session.recorded_id and session.recorded_id:
             data = data.replace(f"={session.recorded_id}", f"={session.live_id}")  # the endpoint names the live session
         return sse_bytes(Action(action.frame, data.encode()))
+
+
+_SESSION_KEY = "tapes.session"  # in a request's ASGI scope: the live session it belongs to
+
+
+class _Then(Response):
+    """A response, then `done` once it is sent in full, cut, or its client went away."""
+
+    def __init__(self, response: Response, done: Callable[[], None]) -> None:
+        self._response, self._done = response, done
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._response(scope, receive, send)
+        finally:
+            self._done()
 
 
 class _Stream(Response):

@@ -194,7 +194,20 @@ def scrubbed_live(incoming: Incoming, hook: FrameHook) -> tuple[bytes, Incoming]
     return encode(message), dataclasses.replace(incoming, message=message)
 
 
-def summary(sessions: Sequence[ReplaySession]) -> tuple[list[str], bool]:
+@dataclasses.dataclass(frozen=True)
+class EndedSession:
+    """What the summary keeps of a replay session whose live session ended: its name and report,
+    its engine let go (a replay that runs for long serves thousands of sessions)."""
+
+    name: str | None
+    report: Report
+
+    @classmethod
+    def of(cls, session: ReplaySession) -> EndedSession:
+        return cls(session.name, session.report)
+
+
+def summary(sessions: Sequence[ReplaySession | EndedSession]) -> tuple[list[str], bool]:
     """The end-of-replay summary lines (one block per session, named when there are several) and
     whether the replay was clean (every live message matched)."""
     if len(sessions) == 1:
@@ -211,7 +224,7 @@ def summary(sessions: Sequence[ReplaySession]) -> tuple[list[str], bool]:
     return lines, all(session.report.clean for session in sessions)
 
 
-def merged_report(sessions: Sequence[ReplaySession]) -> Report:
+def merged_report(sessions: Sequence[ReplaySession | EndedSession]) -> Report:
     merged = Report()
     for session in sessions:
         merged.merge(session.report)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from replayer.http import HttpReplayer
+from replayer.http import HttpReplayer, replay_server
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.cassette.store import Cassette, load, save, stream
 from tapes.replay import http_reading
@@ -74,3 +74,23 @@ def test_an_authorization_flow_found_past_the_first_step_is_said_in_the_summary(
     assert not replayer.read_through
     assert (f"adapted the recording's authorization flow begins at frame {sent.seq}, past what was read before serving "
             "began: its exchanges were replayed as the sessions'") in replayer.report_lines()
+
+
+def test_a_session_served_again_is_let_go_once_its_client_ended_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay that serves a suite again and again keeps what its summary says of each copy it
+    served, not the copy's index: once the client ended the session (its DELETE, as recorded), or
+    another client got the exchanges outside a session afresh, and nothing of the copy is in
+    flight, it is let go. The recorded sessions stay, to be served again."""
+    with replay_server(REPEATED) as server:
+        got = [run_flow(monkeypatch, everything_flow, server.url) for _ in range(3)]
+        replayer = server.replayer
+        copies = [session for session in replayer._sessions if session not in replayer._slots]
+        ended = [copy for copy in copies if copy.ended is not None and copy._replay is None]
+        # two copies of the session, and of the probe outside it, the last of which the next client gets
+        assert len(copies) == 4 and ended == [copy for copy in copies if copy is not replayer._sessionless]
+        assert all(copy.live_id not in replayer._live for copy in copies)
+        assert all(slot.ended is None for slot in replayer._slots)
+        lines = server.report_lines
+    assert got[1:] == got[:1] * 2
+    session = load(REPEATED).header.labels["sessions"]
+    assert any(line.startswith(f"session {session} (and 2 more alike): played 58 frames, 0 unmatched") for line in lines), lines
