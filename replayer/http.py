@@ -1396,7 +1396,9 @@ def replay_http(cassette: Cassette | CassetteStream, host: str, port: int, *, op
     # uvicorn raises the signal that stopped it again once it is done: it lands on the server's own
     # handler, which a finished server ignores, so the summary below is still printed. Until uvicorn
     # takes the signals over, that handler stops the server as soon as it starts (a no-op lost them).
-    previous = {signum: signal.signal(signum, server.handle_exit) for signum in (signal.SIGINT, signal.SIGTERM)}
+    # A closed terminal (SIGHUP, which uvicorn leaves alone) stops it as they do, summary and all.
+    previous = {signum: signal.signal(signum, server.handle_exit) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     try:
         server.on_serving = announce
         server.run(sockets=[sock])

@@ -23,6 +23,16 @@ def test_new_episodes_of_an_http_cassette_on_stdio_say_to_add_http() -> None:
     assert b"Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "kill", "terminal closed"])
+def test_an_http_replay_stopped_by_a_signal_prints_its_summary_and_report(signum: int, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    replay = Process([*TAPES, "replay", str(CASSETTES / "everything-http-2025-11-25.tape"), "--http", "--listen", "127.0.0.1:0",
+                      "--report", str(report)])
+    replay.wait_for(r"tapes: replaying at (http://\S+)")
+    assert replay.stop(signum) == 0
+    assert "tapes replay: session " in replay.rest_of_stderr() and json.loads(report.read_text())["complete"]
+
+
 def test_an_http_replay_of_no_http_request_says_why(tmp_path: Path) -> None:
     """A stdio cassette wants no --http; an HTTP one that recorded nothing has nothing to serve either way."""
     empty = tmp_path / "empty.tape"
