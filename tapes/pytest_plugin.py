@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -53,7 +54,7 @@ from recorder.process import TAPES
 from tapes.analysis.rerecord import scratch_beside, settle
 from tapes.cassette.frames import STDIO, Frame, Kind
 from tapes.cassette.redact import RedactionRuleError, RedactionRules
-from tapes.cassette.store import Cassette, Header, load, stream
+from tapes.cassette.store import Cassette, Header, load, stream, unapplied_in_capture
 from tapes.config import FORMATS, RECORD_MODES, Config, load_config
 from tapes.errors import UserError
 from tapes.replay.control import ReplayControl
@@ -411,6 +412,10 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
                             pytrace=False)
             if passed:
                 _nothing_recorded(request, handle, "the test sent no request")
+        elif unapplied := _unscrubbed(handle.writing_to):
+            pytest.fail(f"the recording of {handle.path} did not finish, so {', '.join(unapplied)} was not applied to it: "
+                        f"it did not take the cassette's place, and is kept in {handle.writing_to} (the recorder said why "
+                        "on stderr)", pytrace=False)
         elif handle.writing_to != handle.path:
             settle(handle.writing_to, handle.path)
         return
@@ -436,6 +441,20 @@ def _finish(request: pytest.FixtureRequest, handle: Tape) -> None:
             request.node.warn(UserWarning(f"replay of {handle.path}: {line}"))
     if problems:
         pytest.fail(f"replay of {handle.path} did not go as recorded:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+RECORDER_GRACE = 5.0
+"""Seconds a stdio recording may take to finish after its test: a client that does not wait for its
+server leaves the recorder's end (its frames made, scrubbed) to the teardown."""
+
+
+def _unscrubbed(recording: Path) -> list[str]:
+    """The redaction rules and before-record hook a stdio recording has not been through, because
+    its recorder did not finish it (its hook raised, say): kept, it would hold what they remove."""
+    deadline = time.monotonic() + RECORDER_GRACE
+    while (unapplied := unapplied_in_capture(recording)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return unapplied or []
 
 
 def _nothing_recorded(request: pytest.FixtureRequest, handle: Tape, why: str) -> None:

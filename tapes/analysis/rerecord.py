@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from tapes.analysis.diff import diff_cassettes
-from tapes.cassette.store import Cassette, is_raw_capture, load, replacing
+from tapes.cassette.store import Cassette, load, replacing, unapplied_in_capture
 from tapes.errors import UserError
 
 
@@ -24,7 +24,7 @@ def scratch_beside(cassette: Path, purpose: str) -> Path:
 def finished(recording: Path) -> bool:
     """Whether the recorder finished `recording`: it is there, and no stdio recorder's raw capture
     (left by a recorder killed, or unable to write its frames; unscrubbed if its hook failed)."""
-    return recording.exists() and not is_raw_capture(recording)
+    return recording.exists() and unapplied_in_capture(recording) is None
 
 
 def same_recording(old: Cassette, new: Cassette) -> bool:

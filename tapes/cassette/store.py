@@ -716,15 +716,18 @@ def is_jsonl_file(path: str | os.PathLike[str]) -> bool:
         raise _unreadable(os.fspath(path), error) from None
 
 
-def is_raw_capture(path: str | os.PathLike[str]) -> bool:
-    """Whether the file at `path` is a stdio recorder's raw capture, not its frames: what a recorder
-    leaves when it did not finish (killed, or its frames could not be written or scrubbed)."""
+def unapplied_in_capture(path: str | os.PathLike[str]) -> list[str] | None:
+    """None unless the file at `path` is a stdio recorder's raw capture, not its frames (what a
+    recorder leaves when it did not finish: killed, or its frames could not be written or
+    scrubbed); then the redaction rules and before-record hook its frames have not been through."""
     try:
         with open(path, "rb") as file:
             head = next(msgpack.Unpacker(file, raw=False), None)
     except (OSError, ValueError, msgpack.UnpackException):  # no msgpack at its start: no capture either
-        return False
-    return isinstance(head, dict) and CAPTURE_KEY in head
+        return None
+    if not isinstance(head, dict) or CAPTURE_KEY not in head:
+        return None
+    return _unapplied_of(head[CAPTURE_KEY])
 
 
 def _stream(file: BinaryIO, size: int, name: str) -> CassetteStream:
@@ -992,6 +995,12 @@ def _v2_frames(file: BinaryIO, unpacker: msgpack.Unpacker) -> Generator[Frame, N
     return count
 
 
+def _unapplied_of(capture: Any) -> list[str]:
+    """The labels of the rules and hook a capture's header says its frames have not been through."""
+    unapplied = capture.get("unapplied") if type(capture) is dict else None
+    return [label for label in unapplied if type(label) is str] if type(unapplied) is list else []
+
+
 class _capture_reader:
     """Reads a raw stdio capture (a recorder that did not finish) into frames: a Reader, whose
     frames are counted apart from the records (`objects`) they are made of."""
@@ -999,8 +1008,7 @@ class _capture_reader:
     def __init__(self, capture: Any, name: str, warnings: list[str]) -> None:
         self._name = name
         self._warnings = warnings
-        unapplied = capture.get("unapplied") if type(capture) is dict else None
-        self._unapplied = [label for label in unapplied if type(label) is str] if type(unapplied) is list else []
+        self._unapplied = _unapplied_of(capture)
         self._framer = CaptureFramer()
         self.objects = 1  # the header
 

@@ -291,3 +291,20 @@ def test_upstream_is_a_number(tape_server):
         "*tape marker: timing is a string, not ?1?*",
         "*tape marker: upstream is a string, not 123*"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_recording_whose_hook_failed_does_not_take_the_cassettes_place(pytester: pytest.Pytester) -> None:
+    """The recorder could not pass the frames through the hook: the raw capture it leaves holds what
+    the hook would remove, so it is not put at the cassette's name (nor replayed next time)."""
+    pytester.makepyfile(broken="def raises(frame):\n    raise RuntimeError('no')\n")
+    source = f'''
+@pytest.mark.tape("cassettes/weather.tape", server={WEATHER!r}, before_record="broken:raises")
+def test_forecast(tape_server):
+    first, again = anyio.run(forecast_twice, tape_server, "Paris")
+    assert first.startswith("Paris")
+'''
+    result = run(pytester, source, "--tape-record-mode=once")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*the recording of *weather.tape did not finish, so hook:broken:raises was not applied to it: "
+                                 "it did not take the cassette's place, and is kept in *weather.recording.tape*"])
+    assert not (pytester.path / "cassettes" / "weather.tape").exists()
