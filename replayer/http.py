@@ -628,10 +628,10 @@ class HttpReplayer:
             return _other_method(request)
         if request.method == "OPTIONS":  # a browser's CORS preflight (the Origin passed above)
             self._read_all_unless(lambda: self._reading.facts.cors)
-            allowed = preflight_headers(self._reading.facts.cors, request.headers.get("access-control-request-headers"))
-            if allowed is None:
+            preflight = preflight_headers(self._reading.facts.cors, request.headers.get("access-control-request-headers"))
+            if preflight is None:
                 return _error(405, "Method Not Allowed: the recorded server allowed no cross-origin requests")
-            return _with_headers(Response(status_code=204), allowed)
+            return _with_headers(Response(status_code=204), preflight)
         if problem := self._settled(lambda: version_problem(request.headers.get("mcp-protocol-version"),
                                                             KNOWN_VERSIONS | self._reading.facts.versions)):
             self._miss(request, None, problem)  # a version the recorded server did not speak
