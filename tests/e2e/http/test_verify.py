@@ -26,7 +26,7 @@ def test_verify_server_everything_over_http_against_the_recording(everything_htt
     run = run_tapes("verify", CASSETTE, "--upstream", everything_http, "--format", "json", "--keep", str(live),
                     "--step-timeout", "20")
     report = json.loads(run.stdout)
-    assert run.returncode == 0, (report["changes"], run.stderr)
+    assert run.returncode == 0, f"{json.dumps(report['changes'], indent=1)}\n{run.stderr}"  # whole: a string is not cut
     assert report["same"] and report["matched"] == 10
     assert run_tapes("show", str(live)).returncode == 0
     text = run_tapes("verify", CASSETTE, "--upstream", everything_http, "--step-timeout", "20")
@@ -41,7 +41,7 @@ def test_verify_server_everything_over_legacy_sse_against_the_recording(tmp_path
     finally:
         server.stop()
     report = json.loads(run.stdout)
-    assert run.returncode == 0, (report["changes"], run.stderr)
+    assert run.returncode == 0, f"{json.dumps(report['changes'], indent=1)}\n{run.stderr}"  # whole: a string is not cut
     assert report["same"] and report["matched"] >= 10
 
 
