@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -351,11 +352,11 @@ def _sole_writer(path: Path) -> Iterator[None]:
 
 def _unwritable(path: Path) -> str | None:
     """Why a cassette cannot be written at `path` (its folder is made if missing); None if it can."""
-    probe = path.with_name(path.name + ".probe")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        probe.touch()
-        probe.unlink()
+        # a name of its own: workers of pytest-xdist probing one folder at once removed each other's
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name + ".", suffix=".probe"):
+            pass
     except OSError as error:
         return error.strerror or str(error)
     return None
