@@ -5,11 +5,12 @@ worst case: the server costs nothing, so the extra process hop is all there is t
 real server-everything answering `ping`; then M round trips of 1 MB messages each way to the
 echo server (a request whose params carry 1 MB, answered with them). Each server is driven
 directly, through a plain relay that records nothing (the recorder's pumps minus the recording:
-the cost of any pass-through process), and through `tapes record`, in the same run, rounds
-alternating so all see the same machine. Prints throughput ratios against direct and against the
-relay, and the added p50/p99 latency.
+the cost of any pass-through process), through that relay appending each chunk to a file (the
+least an inline recorder does), and through `tapes record`, in the same run, rounds alternating so
+all see the same machine. Prints throughput ratios against direct and against the plain relay, and
+the added p50/p99 latency.
 
-    python bench/stdio_overhead.py [--round-trips 20000] [--big-round-trips 300] [--rounds 3]
+    python bench/stdio_overhead.py [--round-trips 20000] [--big-round-trips 300] [--rounds 3] [--one-core]
 """
 
 from __future__ import annotations
@@ -69,6 +70,27 @@ output.join()
 sys.exit(code)
 """
 
+# The plain relay plus the least an inline recorder can do: before forwarding a chunk, append it
+# with its record head (time, stream, size) to a file with one write(2). What `tapes record`
+# costs beyond this is its own; the rest is the price of recording inline at all.
+APPENDING_RELAY = RELAY.replace(
+    "def pump(source, sink, done):",
+    """import struct, time
+head, start = struct.Struct(">BBdBBI").pack, time.monotonic()
+capture = os.open(os.environ["TAPES_BENCH_CAPTURE"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+def pump(source, sink, done, stream=0):""",
+).replace(
+    "        written = os.write(sink, view[:size])",
+    """        chunk, record_head = view[:size], head(0x93, 0xCB, time.monotonic() - start, stream, 0xC6, size)
+        if size < 4096:  # as the recorder: a small chunk joins its head, a large one is not copied twice
+            os.write(capture, record_head + chunk)
+        else:
+            os.writev(capture, [record_head, chunk])
+        written = os.write(sink, chunk)""",
+).replace("lambda: None), daemon=True)", "lambda: None, 1), daemon=True)").replace(
+    "pump(server.stderr.fileno(), 2, lambda: None)", "pump(server.stderr.fileno(), 2, lambda: None, 2)"
+)
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 0,
@@ -113,11 +135,18 @@ def main() -> None:
     parser.add_argument("--round-trips", type=int, default=20_000)
     parser.add_argument("--big-round-trips", type=int, default=300, help="Round trips of 1 MB messages.")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--one-core", action="store_true",
+                        help="Pin every process to one core: the cost in CPU time alone, without cross-core wake-ups.")
     args = parser.parse_args()
+    if args.one_core:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the processes it starts inherit it
     with tempfile.TemporaryDirectory() as scratch:
         echo_py, relay_py = Path(scratch) / "echo.py", Path(scratch) / "relay.py"
         echo_py.write_text(ECHO_SERVER)
         relay_py.write_text(RELAY)
+        appending_py = Path(scratch) / "appending_relay.py"
+        appending_py.write_text(APPENDING_RELAY)
+        os.environ["TAPES_BENCH_CAPTURE"] = str(Path(scratch) / "appending_relay.capture")
         echo = [sys.executable, str(echo_py)]
         # name: (command, round trips, padding in each request's params)
         servers = {"python echo": (echo, args.round_trips, "")}
@@ -130,12 +159,13 @@ def main() -> None:
         ways = {
             "direct": [],
             "plain relay": [sys.executable, str(relay_py)],
+            "relay+append": [sys.executable, str(appending_py)],
             "tapes record": [sys.executable, "-m", "tapes", "record", "-o", str(cassette), "--"],
         }
         if args.big_round_trips:
             servers["echo, 1 MB msgs"] = (echo, args.big_round_trips, "x" * 1_000_000)
         print(f"stdio overhead: {args.round_trips} sequential ping round trips ({args.big_round_trips} with 1 MB "
-              f"messages), {args.rounds} rounds, median rate")
+              f"messages), {args.rounds} rounds, median rate{', on one core' if args.one_core else ''}")
         print(f"{'server':18} {'via':13} {'round trips/s':>13} {'ratio':>6} {'x relay':>7} {'p50 µs':>8} {'p99 µs':>8}")
         for server_name, (server, round_trips, pad) in servers.items():
             results: dict[str, list[tuple[float, list[float]]]] = {way: [] for way in ways}
