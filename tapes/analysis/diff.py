@@ -14,6 +14,7 @@ neither, e.g. a different result value).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
@@ -477,8 +478,8 @@ def print_report(report: DiffReport, console: Any) -> None:
 
 def markdown(report: DiffReport) -> str:
     """The report as Markdown, for a pull-request comment."""
-    out = [f"### tapes diff: `{report.old_name}` ({_md_cell(report.old_era or 'unknown')}) → `{report.new_name}` "
-           f"({_md_cell(report.new_era or 'unknown')})",
+    out = [f"### tapes diff: {_md_code(report.old_name)} ({_md_cell(report.old_era or 'unknown')}) → "
+           f"{_md_code(report.new_name)} ({_md_cell(report.new_era or 'unknown')})",
            "", f"**{_verdict(report)}**", ""]
     for section in _SECTIONS:
         changes = [change for change in report.changes if change.section == section]
@@ -507,6 +508,16 @@ def _md_cell(text: str) -> str:
     escape nothing."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ").replace("\\", "\\\\")
     return printable(text).translate(_MARKDOWN_ESCAPES)
+
+
+def _md_code(text: str) -> str:
+    """A file name as a code span on one line: fenced by more backticks than it holds in a row, as
+    CommonMark has it (a backtick in the name closed a single-backtick span, and the rest rendered
+    as Markdown)."""
+    text = printable(text.replace("\n", " "))
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""  # one space each side is dropped
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 _MARKDOWN_ESCAPES = str.maketrans({char: f"\\{char}" for char in "|`[]*_~"})

@@ -558,3 +558,12 @@ def test_long_values_that_part_late_are_shown_from_where_they_part() -> None:
     old, new = line.removeprefix("/result/tools: ").split(" → ")
     assert old != new and old.startswith("…") and '{"name": "add"}' in old
     assert Delta("/x", "short", "other").describe() == '/x: "short" → "other"'
+
+
+def test_markdown_header_keeps_a_file_name_with_backticks_a_code_span() -> None:
+    # a backtick in a cassette's name closed its code span: the rest of the name rendered as Markdown
+    report = diff_cassettes(stdio_cassette(*handshake()), stdio_cassette(*handshake()),
+                            old_name="a`[x](https://evil.example/)`.tape", new_name="`b``\nc.tape")
+    header = markdown(report).splitlines()[0]
+    assert header == ("### tapes diff: ``a`[x](https://evil.example/)`.tape`` (2025-06-18) → "
+                      "``` `b`` c.tape ``` (2025-06-18)")
