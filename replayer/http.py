@@ -77,7 +77,7 @@ from tapes.replay.streams import (
     as_stream_message,
     sse_bytes,
 )
-from tapes.wire.eras import DISCOVER_METHOD, KNOWN_VERSIONS, STATELESS_VERSION
+from tapes.wire.eras import DISCOVER_METHOD, HANDSHAKE_METHOD, KNOWN_VERSIONS, STATELESS_VERSION
 from tapes.wire.http import header, legacy_session_id, moved_to_origin, utf8_header
 from tapes.wire.jsonrpc import INVALID_REQUEST, MessageType, classify, encode, items, parse, read_client, request_label, wire_form, without_meta
 from tapes.wire.oauth import redact_url
@@ -233,6 +233,18 @@ class _Session:
         if exactly:
             return without_meta(recorded.get("params")) == without_meta(message.get("params"))
         return control.matcher.matches(recorded, message)
+
+    def started_over_by(self, message: Any, control: ReplayControl) -> bool:
+        """Whether the live request `message`, outside any session, is another client starting
+        these exchanges over: it opens them as recorded (a server/discover probe, a stateless
+        client's first request) and what it matches was played, or it is the initialize of a
+        client that does not probe, and the recorded server/discover that answers it was played."""
+        if self.opens_like(message, control):
+            return not self.engine.unplayed_like(message)
+        opening = self.first_request
+        return (classify(message) is MessageType.REQUEST and message["method"] == HANDSHAKE_METHOD
+                and opening is not None and opening.get("method") == DISCOVER_METHOD
+                and not self.engine.unplayed_like(opening))
 
     def takes_on(self, request: dict[str, Any], control: ReplayControl) -> bool:
         """Whether the recorded client sent a request like this live one past its opening."""
@@ -781,9 +793,7 @@ class HttpReplayer:
         if (sessionless is None or asked not in sessionless.rpc_methods | sessionless.http_methods) and self._read_all():
             return self._session_for(request, message)  # what was read has no session for it: the rest may
         if sessionless is not None and (not self._live or asked in sessionless.rpc_methods | sessionless.http_methods):
-            if (self._control.repeats is not Repeats.STRICT and sessionless.opens_like(message, self._control)
-                    and not sessionless.engine.unplayed_like(message)):
-                # another client starting over (its server/discover probe, a stateless client's first request)
+            if self._control.repeats is not Repeats.STRICT and sessionless.started_over_by(message, self._control):
                 left, sessionless = sessionless, self._served_again(
                     sessionless, f"{_what(request, message)}: served the recorded exchanges outside a session again "
                     "from their start (a client started over)")

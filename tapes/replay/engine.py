@@ -441,8 +441,9 @@ class ReplayEngine:
         return any(key[:2] == (method, target) for key in self._opens)
 
     def unplayed_like(self, request: dict[str, Any]) -> bool:
-        """Whether an unplayed recorded request matches this live one (indexed as far as it takes to say)."""
-        return self._until(lambda: any(self._matcher.accepts(interaction.request, request)
+        """Whether an unplayed recorded request matches this live one (indexed as far as it takes to
+        say). A server/discover that answered an initialize has played, though a probe may still get it."""
+        return self._until(lambda: any(not interaction.matched and self._matcher.accepts(interaction.request, request)
                                        for interaction in self._requests.get(self._key(request), ())))
 
     def note_unmatched(self, summary: str, reason: str) -> None:

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from tests.support.http_peers import Tapes
-from tests.support.interop import HTTP, LiveServers, RawClient
+from tests.support.interop import HTTP, LiveServers, RawClient, run_client
+from tests.support.paths import CASSETTES
 from tapes.cassette.store import load
 
 def add_note(title: str) -> dict[str, Any]:
@@ -187,3 +188,19 @@ def test_the_recorder_forwards_the_clients_host_and_the_replayer_refuses_a_forei
     replayer.stop()
     assert refused.status_code == 421 and "Host not allowed" in refused.text
     assert accepted.status_code == 200
+
+
+def test_clients_that_speak_only_initialize_each_get_a_stateless_recording_from_its_start() -> None:
+    """A 2026-07-28 recording has no session: a client that opens with initialize (answered from
+    the recorded server/discover) starts it over, as a probing client does. The second such client,
+    or one after a probing client, was refused the requests the first had played."""
+    replayer = Tapes("replay", str(CASSETTES / "feed-http-2026-07-28.tape"), "--http", banner="replaying at")
+    post = {"method": "tools/call", "name": "post", "arguments": {"title": "first"}}
+    posted = [RawClient(replayer.url, f"client-{n}").run([post])["steps"][0]["result"] for n in range(2)]
+    listed = [run_client(client, "tools", HTTP, replayer.url, probe=True)["steps"][0]["result"]["tools"]
+              for client in ("ts", "python", "ts")]
+    code, summary = replayer.stop()
+    assert code == 0, summary
+    assert [result["content"][0]["text"] for result in posted] == ["posted first (1 items)"] * 2
+    assert [[tool["name"] for tool in tools] for tools in listed] == [["post", "close_feeds"]] * 3
+    assert summary.count("served the recorded exchanges outside a session again from their start") == 4, summary
