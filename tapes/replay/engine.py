@@ -843,6 +843,7 @@ class ReplayEngine:
         if recorded not in self._index.cut_off:  # else it gets an error, not that answer (`_cut_short`)
             self._adapted.append(f"initialize id {request['id']!r}: answered as the recorded {recorded.describe()}, "
                                  f"which differed at {shown or 'nothing the matcher compares'}")
+        recorded.live_version = params_of(request)["protocolVersion"]
         return recorded
 
     def _next_unplayed(self) -> Interaction | None:
@@ -1157,6 +1158,8 @@ class ReplayEngine:
             new = _restamp_item(item, owner)
             if new is not None and self._client_tasks:
                 new = _with_client_task(new, self._client_tasks)
+            if new is not None and owner is not None and owner.live_version is not None:
+                new = self._at_asked_version(new, owner)
             if new is not None and self._initialize_from_discover and owner is not None and not owner.live_stateless:
                 # an answer to a client that opened with initialize
                 new = self._asked_of_client(new, owner, frame) if _input_required(new) else _in_handshake_era(new)
@@ -1172,6 +1175,23 @@ class ReplayEngine:
             return self._on_live_stream(Action(frame, server_item.payload, gap))
         message = out if isinstance(frame.message, list) else out[0]
         return self._on_live_stream(Action(frame, checked_payload(frame, message), gap))
+
+
+    def _at_asked_version(self, item: dict[str, Any], handshake: Interaction) -> dict[str, Any]:
+        """The recorded initialize result for a live client that asked for an earlier version than
+        the recorded server chose: at the client's version, as a server that speaks the earlier
+        versions too (those of the SDKs do) answers it; a client that asked for a later one, or one
+        this replay does not know, gets the recorded one (and decides whether it goes on)."""
+        result, asked = item.get("result"), handshake.live_version
+        chosen = result.get("protocolVersion") if type(result) is dict else None
+        if (asked not in VERSIONS or asked in STATELESS_ERAS or chosen not in VERSIONS
+                or VERSIONS.index(asked) >= VERSIONS.index(chosen)):
+            return item
+        noted = (f"initialize id {handshake.live_id!r}: answered at {asked}, the version the live client asked for, "
+                 f"where the recorded server chose {chosen}, as a server that speaks both would")
+        if noted not in self._adapted:  # a resumed stream sends it again
+            self._adapted.append(noted)
+        return {**item, "result": {**result, "protocolVersion": asked}}
 
 
 def _answered_otherwise(recorded: dict[str, Any], live: dict[str, Any]) -> str | None:

@@ -36,6 +36,27 @@ SESSION = recording(
 )
 
 
+@pytest.mark.parametrize("asked", ["2024-11-05", "2025-03-26"])
+def test_a_client_of_an_earlier_version_gets_its_version(asked: str) -> None:
+    # a client that speaks only earlier versions gave up on the recorded server's later choice
+    # (the Python SDK 1.9: "Unsupported protocol version from the server: 2025-06-18")
+    engine = ReplayEngine(SESSION)
+    assert send(engine, initialize(0, asked, {}, client="older")) == [res(0, {**RECORDED_RESULT, "protocolVersion": asked})]
+    assert send(engine, note("notifications/initialized")) == []
+    assert send(engine, req(1, "tools/list")) == [res(1, {"tools": []})]
+    report = engine.report
+    assert report.clean and report.unused == []
+    assert report.adapted[1] == (f"initialize id 0: answered at {asked}, the version the live client asked for, where "
+                                 "the recorded server chose 2025-06-18, as a server that speaks both would")
+
+
+@pytest.mark.parametrize("asked", ["2025-11-25", "2026-07-28", "1999-01-01"])
+def test_a_client_of_a_later_or_unknown_version_gets_the_recorded_one(asked: str) -> None:
+    engine = ReplayEngine(SESSION)
+    assert send(engine, initialize(0, asked, {})) == [res(0, RECORDED_RESULT)]
+    assert len(engine.report.adapted) == 1
+
+
 def test_a_handshake_from_another_client_gets_the_recorded_answer_and_a_note() -> None:
     engine = ReplayEngine(SESSION)
     live = initialize(0, "2025-11-25", {}, client="someone else")
@@ -319,3 +340,4 @@ def test_what_the_server_declared_is_read_from_its_initialize_not_its_answer_to_
     [error] = send(engine, req(2, "tools/call", {"name": "get_forecast", "arguments": {"city": "Lima"}}))
     assert error["error"]["code"] == NO_MATCH and "nearest recorded is tools/call #2" in error["error"]["message"]
     assert len(engine.report.unmatched) == 1
+
