@@ -932,7 +932,7 @@ class ReplayEngine:
             candidates = list(islice(self._unplayed_by_method[None], NEAREST_CANDIDATES))
             played_only = False
         if not candidates:
-            return f"no recorded request matches {method}: every recorded request was already played"
+            return f"no recorded request matches {method}: the recording has none, and every request it has was already played"
         scored = [(interaction.request["method"] != method, len(found) + (not self._on_live_path(interaction)),
                    interaction.frame_seq, interaction, found)
                   for interaction in candidates for found in [self._differences(interaction, request, size)]]

@@ -341,3 +341,14 @@ def test_what_the_server_declared_is_read_from_its_initialize_not_its_answer_to_
     assert error["error"]["code"] == NO_MATCH and "nearest recorded is tools/call #2" in error["error"]["message"]
     assert len(engine.report.unmatched) == 1
 
+
+def test_a_method_the_recording_never_had_is_said_so_once_all_was_played() -> None:
+    # the Python SDK lists tools after a call to check its result: "every recorded request was
+    # already played" read as if a tools/list had been recorded and used up
+    engine = ReplayEngine(SESSION)
+    send(engine, initialize(0, "2025-06-18", {"roots": {"listChanged": True}, "sampling": {}}))
+    send(engine, note("notifications/initialized"))
+    send(engine, req(1, "tools/list"))
+    [error] = send(engine, req(2, "tools/call", {"name": "add", "arguments": {}}))
+    assert error["error"]["message"].endswith(
+        "no recorded request matches tools/call: the recording has none, and every request it has was already played")
