@@ -230,7 +230,6 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
         return origin + (path or "/")
 
     reports: queue.Queue[_Report] = queue.Queue()
-    ended: set[int] = set()
 
     def handle(report: _Report) -> None:
         what, exchange, value = report
@@ -242,7 +241,6 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
             if value:
                 script.receive(value)
         else:
-            ended.add(exchange)
             script.receive_end(exchange)
 
     client = httpx.Client(timeout=httpx.Timeout(step_timeout * 2, read=None), trust_env=False)
@@ -266,7 +264,7 @@ def verify_http(recording: Cassette, upstream: str, output: Path, *, step_timeou
                 continue
             outgoing = script.ready()
         clock.restart()
-        while not script.closes <= ended and clock.left():  # the responses the recording saw to their end
+        while not script.settled and clock.left():  # what the recording saw after its last request, too
             try:
                 handle(reports.get(timeout=clock.left()))
             except queue.Empty:

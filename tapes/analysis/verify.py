@@ -299,7 +299,7 @@ class HttpClientScript(ClientScript):
         self._issued_endpoints: dict[int, str] = {}  # exchange -> the legacy session its recorded endpoint event named
         self._live_sessions: dict[str, str] = {}  # recorded session id -> live one
         self._live_events: Counter[int] = Counter()  # exchange -> SSE events received live
-        self.closes: set[int] = set()  # exchanges whose recorded response ended by itself
+        self._at_end: frozenset[ServerKey] = frozenset()  # what the recorded server had sent by the session's end
         super().__init__(frames)
 
     def _build(self, frames: Sequence[Frame]) -> None:
@@ -360,10 +360,17 @@ class HttpClientScript(ClientScript):
                 if (frame.info or {}).get("reason") == "client_disconnect":
                     self._disconnects[exchange] = events[exchange]
                 else:
-                    self.closes.add(exchange)
                     closed.add(exchange)
             else:
                 self._server_frame(frame, keys, awaited, token_owner, cancelled)
+        # what comes after the last request (its answer on a stream the client left, legacy SSE's)
+        self._at_end = frozenset(awaited | {("end", exchange) for exchange in closed})
+
+    @property
+    def settled(self) -> bool:
+        """Whether the live server has sent all that the recorded one had by the session's end
+        (tied to a request) and ended each response the recorded one ended by itself."""
+        return self._at_end <= self._received
 
     # --- what the live server sent, by exchange -----------------------------------------------------
 

@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
+from mcp import Client
+from mcp.client.sse import sse_client
 
-from tests.support.http_peers import start_everything
+from tests.support.http_peers import record_session, start_everything
 from tests.support.paths import ROOT, SERVERS, TAPES
 from tests.support.processes import Process
 
@@ -43,6 +46,47 @@ def test_verify_server_everything_over_legacy_sse_against_the_recording(tmp_path
     report = json.loads(run.stdout)
     assert run.returncode == 0, f"{json.dumps(report['changes'], indent=1)}\n{run.stderr}"  # whole: a string is not cut
     assert report["same"] and report["matched"] >= 10
+
+
+SLOW_SSE_SERVER = f"""
+import sys
+sys.path.insert(0, {str(SERVERS)!r})
+import anyio
+from mcp.server.mcpserver import MCPServer
+from serving import serve
+
+server = MCPServer(name="slow", log_level="WARNING")
+
+@server.tool(description="Echoes back the input, a while after its POST was accepted")
+async def slow_echo(message: str) -> str:
+    await anyio.sleep(0.5)
+    return f"Echo: {{message}}"
+
+serve(server.sse_app(), "slow server", path="/sse")
+"""
+
+
+def test_verify_over_legacy_sse_waits_for_the_last_answer_after_its_post_was_accepted(tmp_path: Path) -> None:
+    """A legacy POST is answered 202 at once; its result comes later on the GET stream. The live
+    session ends once that came, not when the last POST was accepted."""
+    script = tmp_path / "slow_server.py"
+    script.write_text(SLOW_SSE_SERVER)
+    recording = tmp_path / "slow.tape"
+
+    async def call(url: str) -> None:
+        async with Client(sse_client(url), mode="legacy", cache=None) as client:
+            await client.list_tools()  # the tool's output schema known: the call is the session's last request
+            await client.call_tool("slow_echo", {"message": "late"})
+
+    server = Process([sys.executable, str(script)])
+    try:
+        url = server.wait_for(r"listening on (\S+)")[1]
+        record_session(recording, url, lambda proxy: anyio.run(call, proxy))
+        run = run_tapes("verify", str(recording), "--upstream", url, "--format", "json")
+    finally:
+        server.stop()
+    report = json.loads(run.stdout)
+    assert run.returncode == 0, f"{json.dumps(report['changes'], indent=1)}\n{run.stderr}"
 
 
 CHANGED_SERVER = f"""

@@ -45,7 +45,38 @@ def test_the_script_sends_exchanges_with_the_live_session_and_event_ids() -> Non
     script.receive_event(1, "live-2", encode(res(1, {})).decode())
     assert script.ready() == [HttpRequest(2, "GET", "/mcp", [("Mcp-Session-Id", "live-session"),
                                                                ("Last-Event-ID", "live-2")], None, None)]
-    assert script.finished and script.closes == {2}
+    assert script.finished and not script.settled  # the resumed stream is still open
+    script.receive_head(2, [])
+    script.receive_end(2)
+    assert script.settled
+
+
+def test_over_legacy_sse_the_session_is_settled_once_the_last_answer_came_on_the_stream_the_client_left() -> None:
+    """A legacy POST is answered 202 at once and its result comes later on the GET stream, which
+    the recorded client left once it had it: the POST's end is not the end of the session."""
+    echo = req(2, "tools/call", {"name": "echo", "arguments": {"message": "still here"}})
+    endpoint = {"id": None, "event": "endpoint", "retry": None}
+    frames = http_cassette(
+        (C2S, 1, Kind.HTTP_REQUEST, None, {"method": "GET", "path": "/sse", "headers": []}),
+        (S2C, 1, Kind.HTTP_RESPONSE, None, {"status": 200, "headers": []}),
+        (S2C, 1, Kind.SSE_EVENT, None, endpoint),
+        (C2S, 2, Kind.HTTP_REQUEST, None, {"method": "POST", "path": "/message?sessionId=recorded", "headers": []}),
+        (C2S, 2, Kind.MESSAGE, echo, None),
+        (S2C, 2, Kind.HTTP_RESPONSE, None, {"status": 202, "headers": []}),
+        (S2C, 2, Kind.STREAM_END, None, {"reason": "closed"}),
+        (S2C, 1, Kind.SSE_EVENT, res(2, {"content": []}), {"id": None, "event": None, "retry": None}),
+        (S2C, 1, Kind.STREAM_END, None, {"reason": "client_disconnect"})).frames
+    frames[2] = frames[2]._replace(data=b"/message?sessionId=recorded")
+    script = HttpClientScript(frames)
+    assert [request.exchange for request in script.ready()] == [1]
+    script.receive_head(1, [])
+    script.receive_event(1, None, "/message?sessionId=live", "endpoint")
+    assert [request.path for request in script.ready()] == ["/message?sessionId=live"]
+    script.receive_head(2, [])
+    script.receive_end(2)
+    assert script.finished and not script.settled
+    script.receive_event(1, None, encode(res(2, {"content": []})).decode())
+    assert script.settled
 
 
 def test_a_stream_the_server_closed_is_resumed_once_it_ended_live_from_the_newest_live_event_id() -> None:
