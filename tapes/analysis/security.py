@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from tapes.analysis.lint import Finding
@@ -45,6 +47,7 @@ SECURITY_RULES: dict[str, str] = {
 
 _LISTS = {"tools": "tool", "prompts": "prompt", "resources": "resource", "resourceTemplates": "resource template"}
 
+# Each order starts a word of _ORDER_FIRST_WORDS (keep the two together: `_orders` looks nowhere else).
 _MODEL_INSTRUCTIONS = re.compile(
     r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|other)\s+"
     r"(?:instructions|rules|directions)"
@@ -58,25 +61,30 @@ _MODEL_INSTRUCTIONS = re.compile(
     r"|\b(?:system\s+prompt|new\s+instructions)\s*:",
     re.IGNORECASE,
 )
+_ORDER_FIRST_WORDS = ("ignore", "disregard", "forget", "do", "never", "without", "before", "read", "cat", "open",
+                      "send", "pass", "include", "append", "exfiltrate", "upload", "you", "system", "new")
 _INSTRUCTION_TAG = re.compile(
     r"<\s*/?\s*(?:important|system|instructions?|secret|hidden|admin|assistant|prompt|context)\b[^>]{0,40}>"
     r"|\[/?(?:INST|SYSTEM)\]", re.IGNORECASE)
 
-# name -> pattern; each pattern matches the whole secret, so the location can show its start.
-SECRET_PATTERNS: dict[str, re.Pattern[str]] = {
-    name: re.compile(pattern) for name, pattern in {
-        "private key": r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----",
-        "AWS access key": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        "GitHub token": r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b",
-        "Slack token": r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b",
-        "Anthropic API key": r"\bsk-ant-[A-Za-z0-9_-]{20,}",
-        "OpenAI-style API key": r"\bsk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}",
-        "Stripe key": r"\b[rs]k_live_[A-Za-z0-9]{16,}\b",
-        "Google API key": r"\bAIza[0-9A-Za-z_-]{35}\b",
+# name -> (what each of its secrets starts with, pattern); each pattern matches the whole secret, so the location can
+# show its start, and matches no NUL (`_secret_findings` puts one between strings).
+SECRET_PATTERNS: dict[str, tuple[tuple[str, ...], re.Pattern[str]]] = {
+    name: (starts, re.compile(pattern)) for name, (starts, pattern) in {
+        "private key": (("-----BEGIN ",), r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
+        "AWS access key": (("AKIA", "ASIA"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+        "GitHub token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+                         r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b"),
+        "Slack token": (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
+        "Anthropic API key": (("sk-ant-",), r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+        "OpenAI-style API key": (("sk-",), r"\bsk-(?!ant-)(?:proj-)?[A-Za-z0-9_-]{20,}"),
+        "Stripe key": (("rk_live_", "sk_live_"), r"\b[rs]k_live_[A-Za-z0-9]{16,}\b"),
+        "Google API key": (("AIza",), r"\bAIza[0-9A-Za-z_-]{35}\b"),
         # a token starts where a run of its characters starts, and each part is taken whole: tried at
         # every "-eyJ" of a long run, the pattern took time quadratic in the run (minutes for a MB)
-        "JSON Web Token": r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}",
-        "bearer token": r"\bBearer\s+(?!<redacted)[A-Za-z0-9._~+/-]{20,}=*",
+        "JSON Web Token": (("eyJ",),
+                           r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}"),
+        "bearer token": (("Bearer",), r"\bBearer\s+(?!<redacted)[A-Za-z0-9._~+/-]{20,}=*"),
     }.items()
 }
 
@@ -160,7 +168,7 @@ def security_lint(cassette: Cassette, baseline: Cassette | None = None) -> list[
 def _description_findings(entries: list[Entry]) -> Iterator[Finding]:
     for entry in entries:
         for where, text in entry.texts():
-            if orders := [_quote(found[0]) for found in _MODEL_INSTRUCTIONS.finditer(text)]:
+            if orders := [_quote(found[0]) for found in _orders(text)]:
                 yield Finding(entry.seq, "model-instructions", f"{entry.label} {where}: {', '.join(orders)}")
             if found := _INSTRUCTION_TAG.search(text):
                 yield Finding(entry.seq, "instruction-tag", f"{entry.label} {where}: {_quote(found[0])}")
@@ -172,6 +180,37 @@ def _description_findings(entries: list[Entry]) -> Iterator[Finding]:
             yield Finding(entry.seq, "invisible-text", f"{entry.label} name: holds {hidden}")
 
 
+def _matches(pattern: re.Pattern[str], text: str, starts: tuple[str, ...],
+             folded: str | None = None) -> Iterator[re.Match[str]]:
+    """What `pattern.finditer(text)` finds, for a pattern each match of which starts with one of `starts` (in `folded`,
+    when given: `text` with its case folded, index for index). The pattern is tried only there: re tries a pattern
+    that starts with \\b or a lookbehind at every position (0.1 µs each: seconds for a 30 MB tool list), where
+    `str.find` skips to the next start at gigabytes a second."""
+    looked_in = text if folded is None else folded
+    positions = set()
+    for start in starts:
+        at = looked_in.find(start)
+        while at != -1:
+            positions.add(at)
+            at = looked_in.find(start, at + 1)
+    end = 0
+    for at in sorted(positions):
+        if at >= end and (found := pattern.match(text, at)):
+            yield found
+            end = found.end()
+
+
+def _folded(text: str) -> str:
+    """`text` in lowercase, but with each letter that matches an ASCII one under re.IGNORECASE made that letter, and
+    with its indexes kept: lower() makes İ two characters, and keeps ı and ſ."""
+    return text.replace("İ", "i").replace("ı", "i").replace("ſ", "s").lower()
+
+
+def _orders(text: str) -> Iterator[re.Match[str]]:
+    """_MODEL_INSTRUCTIONS.finditer(text), tried only where one of _ORDER_FIRST_WORDS is, in any case."""
+    return _matches(_MODEL_INSTRUCTIONS, text, _ORDER_FIRST_WORDS, _folded(text))
+
+
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return repr(text if len(text) <= 80 else text[:77] + "...")
@@ -180,7 +219,9 @@ def _quote(text: str) -> str:
 def _invisible(text: str) -> str:
     """The invisible characters in `text`, named, or "" (format characters: zero-width, bidi
     controls, tag characters, the BOM; emoji joiners count too, they have no place in a name)."""
-    found = sorted({char for char in text if unicodedata.category(char) == "Cf"})
+    if text.isascii():  # no format character is ASCII: a long text need not be read character by character
+        return ""
+    found = sorted(char for char in set(text) if unicodedata.category(char) == "Cf")
     return ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}" for char in found)
 
 
@@ -230,13 +271,38 @@ def _frame_strings(frame: Frame) -> Iterator[tuple[str, str]]:
 
 
 def _secret_findings(frames: list[Frame]) -> Iterator[Finding]:
+    """Each kind of secret first found in each string of a frame. A big list result holds hundreds of thousands of
+    strings, and searching them one by one for each kind cost more than the search: they are searched in runs, as
+    one text with each string after a NUL (no pattern matches a NUL, and \\b takes it for the edge of a string)."""
     for frame in frames:
-        for where, text in _frame_strings(frame):
-            for kind, pattern in SECRET_PATTERNS.items():
-                if found := pattern.search(text):
-                    shown = found[0][: min(6, len(found[0]) // 3)]
-                    yield Finding(frame.seq, "secret", f"{kind} at {where or 'the message'} ({shown}..., "
-                                                       f"{len(found[0])} characters)")
+        for places in _runs(_frame_strings(frame)):
+            text = "\0".join(string for _, string in places)
+            offsets = list(accumulate((len(string) + 1 for _, string in places[:-1]), initial=0))
+            for kind, (starts, pattern) in SECRET_PATTERNS.items():
+                reported = set()
+                for found in _matches(pattern, text, starts):
+                    place = bisect_right(offsets, found.start()) - 1
+                    if place not in reported:
+                        reported.add(place)
+                        shown = found[0][: min(6, len(found[0]) // 3)]
+                        where = places[place][0] or "the message"
+                        yield Finding(frame.seq, "secret", f"{kind} at {where} ({shown}..., "
+                                                           f"{len(found[0])} characters)")
+
+
+def _runs(places: Iterator[tuple[str, str]], length: int = 1 << 20) -> Iterator[list[tuple[str, str]]]:
+    """`places` in runs of strings about `length` characters long in all, so that a run joined is a small copy (a
+    longer string is a run of its own, which a join returns as it is)."""
+    run: list[tuple[str, str]] = []
+    run_length = 0
+    for place in places:
+        if run and run_length + len(place[1]) > length:
+            yield run
+            run, run_length = [], 0
+        run.append(place)
+        run_length += len(place[1])
+    if run:
+        yield run
 
 
 def _rug_pulls(before: dict[tuple[str, str], Entry], entries: list[Entry]) -> Iterator[Finding]:
