@@ -334,9 +334,9 @@ class _Session:
         assert reception.channel is not None
         self._copies += 1
         copy = f"{reception.channel}~{self._copies}"
+        self.book.add_copy(copy, of=reception.channel)
         moved = [
-            Action(action.frame._replace(channel=copy), action.payload, action.gap)
-            if action.frame.channel == reception.channel else action
+            replace(action, frame=action.frame._replace(channel=copy)) if action.frame.channel == reception.channel else action
             for action in reception.actions[: reception.repeated]
         ]
         return copy, replace(reception, actions=moved + reception.actions[reception.repeated :])
@@ -1006,6 +1006,7 @@ class HttpReplayer:
         if wait := sum(self.options.control.delay(d.action.gap) + d.action.hold for d in log.body[cursor.position :]):
             await session.wait(wait)  # --timing, or a delay fault: the body comes when the recorded one came
         body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)
+        session.book.sent_whole(cursor.channel)
         if _cut(log):  # an upstream failure, or a drop fault: the head and what of the body came, then the cut
             if (length := header(info.get("headers"), "content-length")) is not None:
                 headers.append(("content-length", length))  # the length promised, as the recorded client was
@@ -1015,7 +1016,8 @@ class HttpReplayer:
         return _with_headers(Response(body, info.get("status", 200)), headers)
 
     async def _events(self, session: _Session, cursor: Cursor, request: Request, made_up: Sequence[Reply]) -> AsyncIterator[bytes]:
-        log, position, channel = session.book.log(cursor.channel), cursor.position, cursor.channel
+        book, position, channel = session.book, cursor.position, cursor.channel
+        log = book.log(channel)
         cut = bool(made_up) and session.engine.cut_inside(channel)
         for reply in () if cut else made_up:
             yield sse_bytes(as_stream_message(channel, reply.payload))
@@ -1041,6 +1043,7 @@ class HttpReplayer:
                     # goes away too or the session ends, with what is still sent on it (an error for
                     # what this client asks that the recorded one did not).
                     continue
+                book.sent_whole(channel)  # (a reader asks past the last event once it was written, or joined to be)
                 return
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload

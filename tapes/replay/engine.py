@@ -860,11 +860,13 @@ class ReplayEngine:
                 return interaction
         return None
 
-    def _go_live(self, interaction: Interaction, request: dict[str, Any]) -> None:
+    def _go_live(self, interaction: Interaction, request: dict[str, Any], pending: bool = True) -> None:
+        """`request` is played as `interaction`; `pending`: its answer is still to come, so a cancel may name it."""
         interaction.live_id = request["id"]
         interaction.live_token = params_of(request).get("_meta", {}).get("progressToken")
         interaction.live_stateless = STATELESS_VERSION_KEY in meta_of(request)
-        self._by_live_id[request["id"]] = interaction
+        if pending:
+            self._by_live_id[request["id"]] = interaction
 
     def _listed_again(self, key: Hashable, request: dict[str, Any]) -> Interaction | None:
         """A list request (tools/list, ...) the recording has no unplayed one of, from a client that
@@ -899,7 +901,10 @@ class ReplayEngine:
         """Answer a repeated request as its last played match was answered, under the new ids;
         without the requests the server sent for it (the client answered them once: asked again
         under the same ids, their answers would be answers to nothing)."""
-        self._go_live(interaction, request)
+        # Answered in full here, so its live id is not kept for a cancel (a client may repeat all
+        # session long), unless a fault takes the answer and the client may give up on it.
+        answered = any(item.answers(interaction) for item in interaction.server_items)
+        self._go_live(interaction, request, pending=not answered or request["id"] in self._excused)
         interaction.withheld = False  # a skipped poll's state, now asked for
         return [action for item in interaction.server_items
                 if not _only_requests(item.frame.message) and (action := self._restamp(item)) is not None]

@@ -73,11 +73,13 @@ class Cursor:
 
 
 class StreamBook:
-    """The logs of every recorded channel of one recorded session."""
+    """The logs of every recorded channel of one recorded session, and of the copies an answer sent
+    again goes out on, each until a live connection was sent all of it."""
 
     def __init__(self) -> None:
         self._logs: dict[str, ChannelLog] = {}
         self._event_channel: dict[str, str] = {}  # event id -> the channel that sent it last
+        self._copied: dict[str, str] = {}  # a copy of a recorded channel (an answer sent again) -> that channel
 
     def add(self, actions: Iterable[Action]) -> None:
         """File released actions under their recorded channel."""
@@ -92,6 +94,26 @@ class StreamBook:
         if log is None:
             log = self._logs[channel] = ChannelLog()
         return log
+
+    def add_copy(self, copy: str, of: str) -> None:
+        """`copy` is a fresh channel that carries the answer of recorded channel `of` again (`--repeats allow`)."""
+        self._copied[copy] = of
+
+    def sent_whole(self, channel: str) -> None:
+        """A live connection was sent `channel`'s stream to its end. A copy is forgotten then, so a
+        client repeating a request all session long is not kept a log per repeat: its event ids
+        name the recorded stream it copied again, which sent them too."""
+        recorded = self._copied.pop(channel, None)
+        if recorded is None:
+            return
+        copied = self._logs.get(recorded)  # (none in a book made afresh since: a session that went on in another recording)
+        for event_id in self._logs.pop(channel).after_event:
+            if self._event_channel.get(event_id) != channel:
+                continue  # a later stream sent it again
+            if copied is not None and event_id in copied.after_event:
+                self._event_channel[event_id] = recorded
+            else:
+                del self._event_channel[event_id]
 
     def resume(self, last_event_id: str) -> Cursor | None:
         """Where a live `GET` with this `Last-Event-ID` continues: right after the event, on the

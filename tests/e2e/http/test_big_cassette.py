@@ -3,19 +3,25 @@ reads it as it serves it, and each SDK client gets what it gets from the cassett
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from replayer.http import HttpReplayer, replay_server
+from replayer.http import HttpReplayer, ReplayOptions, replay_server
 from tapes.cassette.frames import Direction, Frame, Kind
 from tapes.cassette.store import Cassette, load, save, stream
 from tapes.replay import http_reading
+from tapes.replay.control import ReplayControl
 from tapes.replay.http_reading import READ_STEP
+from tapes.wire.sse import SSEEvent, SSEParser
 from tests.support.flows import everything_flow
 from tests.support.http_cassettes import REPEATED, write_repeated_session
-from tests.support.http_clients import run_flow
+from tests.support.http_clients import RawSession, run_flow
 from tests.support.http_peers import Tapes
+from tests.support.processes import TIMEOUT
 
 
 def test_a_big_cassette_is_served_as_it_is_read_to_each_client_as_read_whole(tmp_path: Path,
@@ -94,3 +100,60 @@ def test_a_session_served_again_is_let_go_once_its_client_ended_it(monkeypatch: 
     assert got[1:] == got[:1] * 2
     session = load(REPEATED).header.labels["sessions"]
     assert any(line.startswith(f"session {session} (and 2 more alike): played 58 frames, 0 unmatched") for line in lines), lines
+
+
+def _echo(raw: RawSession) -> dict[str, Any]:
+    return raw.request("tools/call", {"name": "echo", "arguments": {"message": "hello"}})
+
+
+def _events(response: httpx.Response) -> list[SSEEvent]:
+    parser = SSEParser()
+    return [event for chunk in response.iter_bytes() for event in parser.feed(chunk)]
+
+
+def test_a_session_repeating_a_request_keeps_nothing_per_repeat() -> None:
+    """Under --repeats allow a client may send the same request all session long: each repeat's
+    answer goes out on a copy of the recorded exchange, which is let go once sent whole, and the
+    engine keeps no table entry for an answered repeat. What the session keeps is as much after
+    400 repeats as after 40."""
+    allowing = ReplayOptions(control=ReplayControl.build(repeats="allow"))
+    with replay_server(REPEATED, options=allowing) as server, httpx.Client(timeout=TIMEOUT) as http:
+        raw = RawSession(http, server.url)
+        session = server.replayer._live[raw.session]
+
+        def kept(repeats: int) -> tuple[int, ...]:
+            for _ in range(repeats):
+                request = _echo(raw)
+                [answer] = [event for event in _events(raw.post(request)) if event.data]
+                assert json.loads(answer.data) == {"jsonrpc": "2.0", "id": request["id"],
+                                                   "result": {"content": [{"type": "text", "text": "Echo: hello"}]}}
+            return len(session.book._logs), len(session.book._event_channel), len(session.engine._by_live_id)
+
+        assert kept(40) == kept(360)
+        # the events of the answers sent again resume the recorded exchange, which sent them too
+        [first, *_] = _events(raw.post(_echo(raw)))
+        with http.stream("GET", server.url, headers=raw.headers(**{"Last-Event-ID": first.id})) as resumed:
+            assert resumed.status_code == 200
+            assert [json.loads(event.data)["id"] for event in _events(resumed)] == [2]  # the first echo's
+
+
+def test_a_repeat_s_answer_cut_before_its_end_is_resumed_on_its_copy() -> None:
+    """A repeat's stream the client left before its end (here held back by a delay fault) is kept
+    for its Last-Event-ID, and let go once the resumption sent the rest."""
+    control = ReplayControl.build(repeats="allow", faults=["tools/call@echo#2:delay:0.5"])
+    with replay_server(REPEATED, options=ReplayOptions(control=control)) as server, httpx.Client(timeout=TIMEOUT) as http:
+        raw = RawSession(http, server.url)
+        session = server.replayer._live[raw.session]
+        raw.post(_echo(raw))
+        repeat = _echo(raw)
+        with raw.stream(repeat) as response:
+            parser, first = SSEParser(), []
+            for chunk in response.iter_bytes():
+                if first := parser.feed(chunk):
+                    break
+        assert len(first) == 1 and not first[0].data  # the priming event; the answer was held back
+        kept = len(session.book._logs)
+        with http.stream("GET", server.url, headers=raw.headers(**{"Last-Event-ID": first[0].id})) as resumed:
+            assert resumed.status_code == 200
+            assert [json.loads(event.data)["id"] for event in _events(resumed)] == [repeat["id"]]
+        assert len(session.book._logs) == kept - 1

@@ -114,6 +114,20 @@ def test_repeats_in_order_is_a_miss_and_allow_answers_again() -> None:
     assert send(strict, req(2, "tools/list"))[0]["error"]["code"] == NO_MATCH
 
 
+def test_a_repeat_answered_at_once_keeps_no_live_id_and_the_request_it_repeats_still_takes_its_cancel() -> None:
+    """A client may repeat a request all session long (on stdio as over HTTP): the engine keeps
+    nothing per repeat it answered in full. The pending request it repeats is still cancelled."""
+    engine = ReplayEngine(RACE, repeats=Repeats.ALLOW)
+    assert send(engine, CALL) == [progress(10, 1)]
+    assert send(engine, req(11, "tools/call", {"name": "slow"}, token=11)) == [progress(11, 1), res(11, "finished anyway")]
+    kept = len(engine._by_live_id)
+    for live_id in range(12, 112):
+        assert send(engine, req(live_id, "tools/call", {"name": "slow"})) == [res(live_id, "finished anyway")]
+    assert len(engine._by_live_id) == kept
+    assert len(send(engine, CANCEL)) == 1  # the recorded cancel, taken: the rest of the call's answer goes out
+    assert engine.report.clean and engine.report.repeated == 101
+
+
 def test_strict_order_refuses_a_request_out_of_order() -> None:
     engine = ReplayEngine(recording(("c", req(1, "tools/list")), ("s", res(1, {"tools": ["a"]})),
                                     ("c", req(2, "prompts/list")), ("s", res(2, {"prompts": []}))), repeats=Repeats.STRICT)

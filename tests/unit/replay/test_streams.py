@@ -46,6 +46,26 @@ def test_resume_continues_after_the_event_on_the_stream_that_sent_it() -> None:
     assert book.resume("b") == Cursor("http:6", 1)
 
 
+def test_a_copy_read_to_its_end_is_forgotten_and_its_event_ids_resume_the_stream_it_copied() -> None:
+    """An answer sent again (--repeats allow) is filed on a copy of its exchange: kept while a
+    live connection may still resume it, forgotten once one was sent it to its end."""
+    book = StreamBook()
+    answer = [action("http:8", Kind.HTTP_RESPONSE, status=200, headers=[]), event("http:8", "p"), event("http:8", "r"),
+              action("http:8", Kind.STREAM_END, reason="closed")]
+    book.add(answer)
+    for copy in ("http:8~1", "http:8~2"):
+        book.add_copy(copy, of="http:8")
+        book.add([Action(a.frame._replace(channel=copy), a.payload) for a in [*answer, event("http:8", "extra")]])
+    book.sent_whole("http:8~1")  # a later copy sent p and r again: they go on naming it
+    assert book.resume("p") == Cursor("http:8~2", 1) and book.resume("extra") == Cursor("http:8~2", 4)
+    book.sent_whole("http:8~2")
+    assert book.resume("p") == Cursor("http:8", 1) and book.resume("r") == Cursor("http:8", 2)
+    assert book.resume("extra") is None  # sent by the copies alone
+    assert set(book._logs) == {"http:8"}
+    book.sent_whole("http:8")  # a recorded stream is kept
+    assert book.resume("r") == Cursor("http:8", 2)
+
+
 def test_events_are_encoded_with_their_recorded_fields() -> None:
     priming = action("http:1", Kind.SSE_EVENT, b"", id="1/1", event=None, retry=100)
     assert sse_bytes(priming) == b"id: 1/1\nretry: 100\ndata:\n\n"
