@@ -903,11 +903,16 @@ class ReplayEngine:
         under the same ids, their answers would be answers to nothing)."""
         # Answered in full here, so its live id is not kept for a cancel (a client may repeat all
         # session long), unless a fault takes the answer and the client may give up on it.
+        repeated = (interaction.live_id, interaction.live_token, interaction.live_stateless)
         answered = any(item.answers(interaction) for item in interaction.server_items)
         self._go_live(interaction, request, pending=not answered or request["id"] in self._excused)
         interaction.withheld = False  # a skipped poll's state, now asked for
-        return [action for item in interaction.server_items
+        sent = [(item, action) for item in interaction.server_items
                 if not _only_requests(item.frame.message) and (action := self._restamp(item)) is not None]
+        if any(_answers_whole(item, interaction) for item, _ in sent):
+            # what is still to come of the request it repeats (held for a cancel, say) goes out under that one's ids
+            interaction.live_id, interaction.live_token, interaction.live_stateless = repeated
+        return [action for _, action in sent]
 
     def _nearest(self, request: dict[str, Any], size: int) -> str:
         """One sentence naming the closest recorded request and what differed. Bounded whatever the
@@ -1284,6 +1289,13 @@ def _missing_capability(method: str, params: dict[str, Any], declared: dict[str,
 def _only_requests(message: Any) -> bool:
     """Whether a recorded server message is requests of the server's and nothing else."""
     return message is not None and all(classify(item) is MessageType.REQUEST for item in items(message))
+
+
+def _answers_whole(item: ServerItem, interaction: Interaction) -> bool:
+    """Whether the frame carries `interaction`'s final answer: not an input_required result, which an input round follows."""
+    return item.answers(interaction) and not any(
+        owner is interaction and _input_required(answer)
+        for answer, owner in zip(items(item.frame.message), item.owners, strict=True))
 
 
 def _input_required(item: dict[str, Any]) -> bool:
