@@ -559,6 +559,11 @@ class ReplayEngine:
                 if not self._until(lambda: interaction.cancel_items):  # unrecorded, but this policy (or a stream's end) is always honoured
                     return None, []
             recorded = self._until(lambda: self._cancels_of(interaction)) if interaction is not None else None
+            if not recorded and interaction is not None and interaction.answer_sent:
+                # a client that gave up as the answer came: the spec lets a server ignore it, and any does
+                self._adapted.append(f"notifications/cancelled for id {live_id!r}: taken silently, as any server "
+                                     "takes it (its request was answered already)")
+                return None, []
             miss = (f"notifications/cancelled for id {live_id!r}", "the recording has no cancellation of it")
         else:
             notification = self._matcher.key(item["method"], item.get("params"))
@@ -1150,6 +1155,10 @@ class ReplayEngine:
                 if action is not None:
                     previous = max(previous, server_item.frame.t)
                     actions.append(action)
+                    if server_item.frame.message is not None:
+                        for owner in server_item.owners:
+                            if owner is not None and not owner.answer_sent and _answers_whole(server_item, owner):
+                                owner.answer_sent = True
                     self._report.played += 1
                     if self.played_frames is not None:
                         self.played_frames.add(server_item.frame.seq)

@@ -60,6 +60,7 @@ class Interaction:
     live_token: Any = None
     live_stateless: bool = False  # the live request named its version in _meta (2026-07-28), not in a handshake
     live_version: str | None = None  # the version a live initialize unlike the recorded one asked for
+    answer_sent: bool = False  # its whole answer went out to the live client
     matched: bool = False
     # Nothing more goes out for it: the live client cancelled it (under Race.CANCEL_WINS, or by
     # closing its 2026-07-28 response stream), or its exchange was answered without it.

@@ -197,3 +197,25 @@ def test_actions_carry_the_recorded_gaps() -> None:
     # recording() stamps frame i at time i
     actions = ReplayEngine(frames).receive(json.dumps(req(1, "tools/call", {"name": "slow"}, token=1)).encode()).actions
     assert [a.gap for a in actions] == [1.0, 1.0, 1.0]
+
+
+def test_a_cancel_that_comes_after_the_answer_is_taken_silently() -> None:
+    # a client that timed out as the answer came: a server ignores the cancel, and the replay did
+    # not (a miss, exit 1), though the recording had no cancel to compare it with
+    for race in Race:
+        engine = ReplayEngine(recording(("c", req(1, "tools/call", {"name": "fast"})), ("s", res(1, "done"))), race=race)
+        assert send(engine, req(10, "tools/call", {"name": "fast"})) == [res(10, "done")]
+        assert send(engine, CANCEL) == []
+        report = engine.report
+        assert report.clean, report.unmatched
+        # (cancel-wins honours any cancel, silently, as before)
+        assert report.adapted == ([] if race is Race.CANCEL_WINS else [
+            "notifications/cancelled for id 10: taken silently, as any server takes it (its request was answered already)"])
+
+
+def test_a_cancel_of_a_request_still_being_answered_is_a_miss_when_the_recording_has_none() -> None:
+    engine = ReplayEngine(recording(("c", req(1, "tools/call", {"name": "slow"})), ("s", req("s1", "roots/list")),
+                                    ("c", res("s1", {"roots": []})), ("s", res(1, "done"))))
+    assert send(engine, req(10, "tools/call", {"name": "slow"})) == [req("s1", "roots/list")]
+    send(engine, CANCEL)
+    assert [miss.reason for miss in engine.report.unmatched] == ["the recording has no cancellation of it"]
