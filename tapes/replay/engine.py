@@ -1195,7 +1195,6 @@ class ReplayEngine:
         message = out if isinstance(frame.message, list) else out[0]
         return self._on_live_stream(Action(frame, checked_payload(frame, message), gap))
 
-
     def _at_asked_version(self, item: dict[str, Any], handshake: Interaction) -> dict[str, Any]:
         """The recorded initialize result for a live client that asked for an earlier version than
         the recorded server chose: at the client's version, as a server that speaks the earlier
