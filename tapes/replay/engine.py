@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from itertools import islice
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -914,7 +914,7 @@ class ReplayEngine:
         interaction.withheld = False  # a skipped poll's state, now asked for
         sent = [(item, action) for item in interaction.server_items
                 if not _only_requests(item.frame.message) and (action := self._restamp(item)) is not None]
-        if any(_answers_whole(item, interaction) for item, _ in sent):
+        if any(owner is interaction for item, _ in sent for owner in _answered_whole(item)):
             # what is still to come of the request it repeats (held for a cancel, say) goes out under that one's ids
             interaction.live_id, interaction.live_token, interaction.live_stateless = repeated
         return [action for _, action in sent]
@@ -1155,10 +1155,8 @@ class ReplayEngine:
                 if action is not None:
                     previous = max(previous, server_item.frame.t)
                     actions.append(action)
-                    if server_item.frame.message is not None:
-                        for owner in server_item.owners:
-                            if owner is not None and not owner.answer_sent and _answers_whole(server_item, owner):
-                                owner.answer_sent = True
+                    for owner in _answered_whole(server_item):
+                        owner.answer_sent = True
                     self._report.played += 1
                     if self.played_frames is not None:
                         self.played_frames.add(server_item.frame.seq)
@@ -1299,11 +1297,14 @@ def _only_requests(message: Any) -> bool:
     return message is not None and all(classify(item) is MessageType.REQUEST for item in items(message))
 
 
-def _answers_whole(item: ServerItem, interaction: Interaction) -> bool:
-    """Whether the frame carries `interaction`'s final answer: not an input_required result, which an input round follows."""
-    return item.answers(interaction) and not any(
-        owner is interaction and _input_required(answer)
-        for answer, owner in zip(items(item.frame.message), item.owners, strict=True))
+def _answered_whole(item: ServerItem) -> Iterator[Interaction]:
+    """The requests the frame carries the final answer of (not an input_required result, which an
+    input round follows), in one pass: a recorded batch may answer thousands."""
+    if item.frame.message is None:
+        return
+    for answer, owner in zip(items(item.frame.message), item.owners, strict=True):
+        if owner is not None and classify(answer) in (MessageType.RESULT, MessageType.ERROR) and not _input_required(answer):
+            yield owner
 
 
 def _input_required(item: dict[str, Any]) -> bool:
