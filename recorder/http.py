@@ -29,7 +29,7 @@ from mitmproxy.addons import default_addons
 from mitmproxy.master import Master
 from mitmproxy.net import encoding
 
-from recorder.process import STOP_SIGNALS
+from recorder.process import heeded_stop_signals
 from tapes.cassette.http_framer import (
     CLIENT_DISCONNECT,
     CLOSED,
@@ -446,7 +446,8 @@ async def _serve(
         addon.stopping = True
         master.shutdown()
 
-    for signum in STOP_SIGNALS:
+    heeded = heeded_stop_signals()
+    for signum in heeded:
         loop.add_signal_handler(signum, stop)
     if ctrl_c_dropped():  # while the modules loaded: as one that comes now
         stop()
@@ -455,7 +456,7 @@ async def _serve(
     try:
         await master.run()
     finally:
-        for signum in STOP_SIGNALS:
+        for signum in heeded:
             loop.remove_signal_handler(signum)
     startup = master.addons.get("_startup")
     if startup.failure:

@@ -21,6 +21,13 @@ TAPES = [sys.executable, "-m", "tapes"]
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def heeded_stop_signals() -> tuple[signal.Signals, ...]:
+    """The STOP_SIGNALS this process was not told to ignore. One its parent ignored stays ignored,
+    by the recorder and, over stdio, by the server, which inherits that: SIGHUP under `nohup`,
+    SIGINT in a shell script's background job (a Ctrl-C meant for the script)."""
+    return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN)
+
+
 class HttpRecorderProcess:
     """`tapes record -o OUTPUT --upstream URL` on a free port of 127.0.0.1; `url` is where a
     client goes. `stop` ends it the way Ctrl-C does, so the cassette is complete. It also ends

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgpack
 
-from recorder.process import STOP_SIGNALS
+from recorder.process import heeded_stop_signals
 from tapes.cassette.capture import CAPTURE_KEY, CHUNK_HEAD_SIZE, END, chunk_head, exit_record
 from tapes.cassette.redact import RedactionRules, Redactor
 from tapes.cassette.scrub import FrameHook, HookFailed, hook_label, scrubbed
@@ -260,7 +260,7 @@ def _close_stdout() -> None:
 
 
 class _SignalForwarder:
-    """Passes SIGTERM, SIGINT and SIGHUP on to the server; the recorder itself keeps running
+    """Passes SIGTERM, SIGINT and SIGHUP (those not ignored) on to the server; the recorder keeps running
     until the server exits. A signal that arrives before the server exists is held for it."""
 
     def __init__(self) -> None:
@@ -269,7 +269,7 @@ class _SignalForwarder:
         self._previous: dict[int, signal.Handlers | Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def __enter__(self) -> _SignalForwarder:
-        for signum in STOP_SIGNALS:
+        for signum in heeded_stop_signals():
             self._previous[signum] = signal.signal(signum, self._handle)
         if ctrl_c_dropped():  # while the modules loaded: the server gets it once it exists
             self._pending.append(signal.SIGINT)

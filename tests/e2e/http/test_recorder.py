@@ -394,6 +394,20 @@ def test_a_recording_stopped_by_a_signal_is_finished_like_one_stopped_by_ctrl_c(
     assert not cassette.warnings
 
 
+def test_a_signal_ignored_when_the_recorder_started_stays_ignored(resumable: str, record: Callable[..., Recorder]) -> None:
+    """As under `nohup`: the terminal closing (SIGHUP) does not end the recording."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the recorder inherits it
+    try:
+        recorder = record(resumable)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    recorder.process.proc.send_signal(signal.SIGHUP)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        RawSession(client, recorder.url)
+    cassette = recorder.stop(signal.SIGINT)
+    assert cassette.header.labels["sessions"]
+
+
 def test_no_redact_keeps_secrets_and_warns(resumable: str, record: Callable[..., Recorder]) -> None:
     recorder = record(resumable, "--no-redact")
     with httpx.Client(timeout=TIMEOUT, headers={"Authorization": "Bearer visible"}) as client:

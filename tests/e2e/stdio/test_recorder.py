@@ -33,7 +33,7 @@ READY = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"re
 C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
 
 
-Record = Callable[[list[str]], tuple[Session, Path]]
+Record = Callable[..., tuple[Session, Path]]
 
 
 @pytest.fixture
@@ -42,9 +42,9 @@ def record(tmp_path: Path) -> Iterator[Record]:
     Recorders a test left running are killed at the end."""
     sessions: list[Session] = []
 
-    def start(server: list[str]) -> tuple[Session, Path]:
+    def start(server: list[str], preexec_fn: Callable[[], None] | None = None) -> tuple[Session, Path]:
         cassette = tmp_path / f"session{len(sessions)}.tape"
-        sessions.append(Session(cassette, server))
+        sessions.append(Session(cassette, server, preexec_fn))
         return sessions[-1], cassette
 
     yield start
@@ -141,6 +141,20 @@ def test_signals_to_the_recorder_reach_the_server_once(record: Record, signum: s
     cassette = load(cassette_path)
     assert [f.data for f in of_kind(cassette, Kind.STDERR)] == [f"got {signum.name}".encode()]
     assert cassette.frames[-1].info == {"code": 0, "signal": None}
+
+
+def test_a_signal_ignored_when_the_recorder_started_stays_ignored_by_it_and_the_server(record: Record) -> None:
+    """As under `nohup`: the terminal closing (SIGHUP) ends neither the recorder nor the server."""
+    session, cassette_path = record([*PEER, "echo"], lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    line = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    session.send(line)
+    assert session.read_line() == line  # the server is up
+    session.proc.send_signal(signal.SIGHUP)
+    session.send(line)
+    assert session.read_line() == line
+    session.close_stdin()
+    assert session.finish() == 0
+    assert load(cassette_path).frames[-1].info == {"code": 0, "signal": None}
 
 
 def test_closing_the_clients_stdin_closes_the_servers(record: Record) -> None:
