@@ -1003,9 +1003,9 @@ class HttpReplayer:
             return _Stream(events, status, headers, on_close)
         while not log.ended and not session.closing:
             await session.changed()
-        if wait := sum(self.options.control.delay(d.action.gap) + d.action.hold for d in log.body[cursor.position :]):
+        if wait := sum(self.options.control.delay(d.action.gap) + d.action.hold for d in log.since(cursor.position)):
             await session.wait(wait)  # --timing, or a delay fault: the body comes when the recorded one came
-        body = b"".join(d.action.payload for d in log.body[cursor.position :] if d.action.frame.kind is not Kind.STREAM_END)
+        body = b"".join(d.action.payload for d in log.since(cursor.position) if d.action.frame.kind is not Kind.STREAM_END)
         session.book.sent_whole(cursor.channel)
         if _cut(log):  # an upstream failure, or a drop fault: the head and what of the body came, then the cut
             if (length := header(info.get("headers"), "content-length")) is not None:
@@ -1022,7 +1022,7 @@ class HttpReplayer:
         for reply in () if cut else made_up:
             yield sse_bytes(as_stream_message(channel, reply.payload))
         while True:
-            while position >= len(log.body):
+            while position >= log.released:
                 if cut:  # the recording stops here: what it has, then the errors that say so, and the end
                     for reply in made_up:
                         yield sse_bytes(as_stream_message(channel, reply.payload))
@@ -1030,7 +1030,7 @@ class HttpReplayer:
                 if session.closing:
                     return
                 await session.changed()
-            delivery = log.body[position]
+            delivery = log.at(position)
             position += 1
             frame = delivery.action.frame
             if frame.kind is Kind.STREAM_END:
@@ -1045,6 +1045,8 @@ class HttpReplayer:
                     continue
                 book.sent_whole(channel)  # (a reader asks past the last event once it was written, or joined to be)
                 return
+            if channel == session.legacy_stream:
+                log.forget_before(position)
             if delivery.event is None:  # bytes of an unterminated last event, kept verbatim
                 yield delivery.action.payload
                 continue

@@ -38,16 +38,36 @@ class Delivery:
 @dataclass
 class ChannelLog:
     """What the engine released for one recorded exchange: its response head, then its body in
-    release order; a STREAM_END, when released, is the last delivery."""
+    release order; a STREAM_END, when released, is the last delivery. Positions in the body count
+    from its first delivery, also once the start was let go (`forget_before`)."""
 
     head: Action | None = None
-    body: list[Delivery] = field(default_factory=list)
+    body: list[Delivery] = field(default_factory=list)  # the deliveries kept, from position `forgotten` on
     events: int = 0
     after_event: dict[str, int] = field(default_factory=dict)  # event id -> body position after it
+    forgotten: int = 0
 
     @property
     def ended(self) -> bool:
         return bool(self.body) and self.body[-1].action.frame.kind is Kind.STREAM_END
+
+    @property
+    def released(self) -> int:
+        """The position after the last delivery."""
+        return self.forgotten + len(self.body)
+
+    def at(self, position: int) -> Delivery:
+        return self.body[position - self.forgotten]
+
+    def since(self, position: int) -> list[Delivery]:
+        return self.body[position - self.forgotten :]
+
+    def forget_before(self, position: int) -> None:
+        """Let go of the deliveries before `position`, which the stream's one reader has passed: a
+        legacy HTTP+SSE stream, which no client resumes, carries every answer of its session, and
+        a client may ask all session long."""
+        del self.body[: position - self.forgotten]
+        self.forgotten = position
 
     def append(self, action: Action) -> None:
         frame = action.frame
@@ -61,7 +81,7 @@ class ChannelLog:
         self.body.append(Delivery(action, number))
         event_id = (frame.info or {}).get("id") if frame.kind is Kind.SSE_EVENT else None
         if event_id is not None:
-            self.after_event[event_id] = len(self.body)
+            self.after_event[event_id] = self.released
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from tests.support.flows import everything_flow
 from tests.support.http_cassettes import REPEATED, write_repeated_session
 from tests.support.http_clients import RawSession, run_flow
 from tests.support.http_peers import Tapes
+from tests.support.paths import CASSETTES
 from tests.support.processes import TIMEOUT
 
 
@@ -157,3 +159,39 @@ def test_a_repeat_s_answer_cut_before_its_end_is_resumed_on_its_copy() -> None:
             assert resumed.status_code == 200
             assert [json.loads(event.data)["id"] for event in _events(resumed)] == [repeat["id"]]
         assert len(session.book._logs) == kept - 1
+
+
+def test_a_legacy_sse_session_keeps_nothing_per_answer_its_stream_carried() -> None:
+    """A legacy HTTP+SSE session answers every request on its one SSE stream, which no client can
+    resume: what the stream sent is let go, so a client asking all session long (here the same
+    request again, under --repeats allow) is not kept every answer."""
+    recorded = load(CASSETTES / "everything-sse-2024-11-05.tape")
+    asked = [json.loads(frame.payload) for frame in recorded.frames if frame.from_client and frame.kind is Kind.MESSAGE]
+    initialize, initialized = asked[:2]
+    allowing = ReplayOptions(control=ReplayControl.build(repeats="allow"))
+    with replay_server(recorded, options=allowing) as server, httpx.Client(timeout=TIMEOUT) as http, \
+            http.stream("GET", server.url, headers={"Accept": "text/event-stream"}) as stream:
+        chunks, parser, pending = stream.iter_bytes(), SSEParser(), list[SSEEvent]()
+
+        def answer_to(message: dict[str, Any]) -> dict[str, Any]:
+            assert http.post(endpoint, json=message).status_code == 202
+            while True:
+                while not pending:
+                    pending.extend(parser.feed(next(chunks)))
+                if (event := json.loads(pending.pop(0).data)).get("id") == message["id"]:
+                    return event
+
+        while not pending:
+            pending.extend(parser.feed(next(chunks)))
+        endpoint = urljoin(server.url, pending.pop(0).data)
+        assert answer_to(initialize)["result"]["serverInfo"]
+        assert http.post(endpoint, json=initialized).status_code == 202
+        [session] = server.replayer._live.values()
+        log = session.book.log(session.legacy_stream)
+
+        def kept(repeats: int) -> int:
+            for number in range(repeats):
+                assert answer_to({"jsonrpc": "2.0", "id": f"list-{number}", "method": "tools/list"})["result"]["tools"]
+            return len(log.body)
+
+        assert kept(40) == kept(360)
