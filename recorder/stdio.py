@@ -93,8 +93,8 @@ def _run_server(command: list[str], capture: _Capture, forwarder: _SignalForward
     forwarder.attach(server)
     stdin, stdout, stderr = server.stdin, server.stdout, server.stderr
     assert stdin is not None and stdout is not None and stderr is not None
-    for pipe in (0, 1, stdin.fileno(), stdout.fileno()):
-        _widen(pipe)
+    for fd in (0, 1, stdin.fileno(), stdout.fileno()):
+        _widen(fd)
     # The client's stdin ending closes the server's (the spec's shutdown order); the server's
     # stdout ending closes ours, so the client sees EOF then and not only when we exit.
     # The client's stdin pump is not waited for: a client may keep its end open after the server is gone.

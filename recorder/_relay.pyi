@@ -1,0 +1,3 @@
+def relay(
+    source: int, sink: int, capture: int, code: int, start: float, buffer: bytearray, capture_failed: bytearray, /
+) -> tuple[int, int, int, int]: ...
