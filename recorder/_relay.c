@@ -30,6 +30,17 @@ static void put_head(unsigned char *head, double t, uint32_t size) {
         head[12 + i] = (unsigned char)(size >> (24 - 8 * i));
 }
 
+/* Seconds on the clock of Python's time.monotonic(), which the capture's other records use. */
+static double monotonic(void) {
+#ifdef __APPLE__
+    return (double)clock_gettime_nsec_np(CLOCK_UPTIME_RAW) * 1e-9; /* mach_absolute_time() */
+#else
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+#endif
+}
+
 static PyObject *relay(PyObject *module, PyObject *args) {
     int source, sink, capture, code;
     double start;
@@ -61,9 +72,7 @@ static PyObject *relay(PyObject *module, PyObject *args) {
         /* Appended before it is forwarded: a recorder killed at any moment has recorded every
          * byte it passed on (the page cache keeps it). */
         if (!*capture_failed) {
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now); /* Python's time.monotonic() */
-            put_head(head, (double)now.tv_sec + (double)now.tv_nsec * 1e-9 - start, (uint32_t)size);
+            put_head(head, monotonic() - start, (uint32_t)size);
             struct iovec parts[2] = {{head, HEAD_SIZE}, {buffer.buf, (size_t)size}};
             ssize_t appended;
             do
@@ -106,4 +115,11 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "recorder._relay", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__relay(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__relay(void) {
+    PyObject *created = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+    if (created != NULL)
+        PyUnstable_Module_SetGIL(created, Py_MOD_GIL_NOT_USED); /* it keeps no Python state */
+#endif
+    return created;
+}
