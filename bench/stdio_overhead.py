@@ -4,10 +4,11 @@ N request/response round trips, sequential, to two servers: a minimal Python ech
 worst case: the server costs nothing, so the extra process hop is all there is to see) and the
 real server-everything answering `ping`; then M round trips of 1 MB messages each way to the
 echo server (a request whose params carry 1 MB, answered with them). Each server is driven
-directly, through a plain relay that records nothing (the recorder's pumps minus the recording:
-the cost of any pass-through process), through that relay appending each chunk to a file (the
-least an inline recorder does), and through `tapes record`, in the same run, rounds alternating so
-all see the same machine. Prints throughput ratios against direct and against the plain relay, and
+directly, through a plain relay that records nothing (the recorder's pumps minus the recording,
+in Python: the cost of any pass-through process), through that relay appending each chunk to a
+file (the least an inline recorder does), through the relay running `tapes record`'s own per-chunk
+loop in C (recorder/_relay.c) told to record nothing, and through `tapes record`, in the same run,
+rounds alternating so all see the same machine. Prints throughput ratios against direct and against the plain relay, and
 the added p50/p99 latency.
 
     python bench/stdio_overhead.py [--round-trips 20000] [--big-round-trips 300] [--rounds 3] [--one-core]
@@ -41,9 +42,9 @@ for line in iter(read, b""):
     flush()
 """
 
-# What any pass-through process costs: `tapes record`'s forward path minus the recording. The same
-# pipes widened to 1 MiB, the same reads into one reused 1 MiB buffer, the same three pumps (client
-# stdin and server stdout in threads, server stderr in the main thread).
+# What any pass-through process costs: `tapes record`'s forward path minus the recording, in Python.
+# The same pipes widened to 1 MiB, the same reads into one reused 1 MiB buffer, the same three pumps
+# (client stdin and server stdout in threads, server stderr in the main thread).
 RELAY = r"""
 import fcntl, os, subprocess, sys, threading
 CHUNK = 1 << 20
@@ -89,6 +90,24 @@ def pump(source, sink, done, stream=0):""",
         written = os.write(sink, chunk)""",
 ).replace("lambda: None), daemon=True)", "lambda: None, 1), daemon=True)").replace(
     "pump(server.stderr.fileno(), 2, lambda: None)", "pump(server.stderr.fileno(), 2, lambda: None, 2)"
+)
+
+# The plain relay with `tapes record`'s own per-chunk loop (recorder/_relay.c), told to record
+# nothing: what the recorder costs without the recording, and so what recording itself costs.
+C_RELAY = RELAY.replace(
+    """    buffer = bytearray(CHUNK)
+    view, buffers = memoryview(buffer), [buffer]
+    while size := os.readv(source, buffers):
+        written = os.write(sink, view[:size])
+        while written < size:
+            written += os.write(sink, view[written:size])""",
+    """    from recorder._relay import relay
+    buffer, unrecorded = bytearray(CHUNK), bytearray([1])
+    while (handed_back := relay(source, sink, -1, 0, 0.0, buffer, unrecorded))[0]:  # 0: the source ended
+        _, size, written, _ = handed_back
+        view = memoryview(buffer)[written:size]
+        while view:
+            view = view[os.write(sink, view):]""",
 )
 
 INITIALIZE = {
@@ -144,8 +163,9 @@ def main() -> None:
         echo_py, relay_py = Path(scratch) / "echo.py", Path(scratch) / "relay.py"
         echo_py.write_text(ECHO_SERVER)
         relay_py.write_text(RELAY)
-        appending_py = Path(scratch) / "appending_relay.py"
+        appending_py, c_relay_py = Path(scratch) / "appending_relay.py", Path(scratch) / "c_relay.py"
         appending_py.write_text(APPENDING_RELAY)
+        c_relay_py.write_text(C_RELAY)
         os.environ["TAPES_BENCH_CAPTURE"] = str(Path(scratch) / "appending_relay.capture")
         echo = [sys.executable, str(echo_py)]
         # name: (command, round trips, padding in each request's params)
@@ -160,6 +180,7 @@ def main() -> None:
             "direct": [],
             "plain relay": [sys.executable, str(relay_py)],
             "relay+append": [sys.executable, str(appending_py)],
+            "relay in C": [sys.executable, str(c_relay_py)],
             "tapes record": [sys.executable, "-m", "tapes", "record", "-o", str(cassette), "--"],
         }
         if args.big_round_trips:
