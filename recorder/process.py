@@ -22,10 +22,13 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def heeded_stop_signals() -> tuple[signal.Signals, ...]:
-    """The STOP_SIGNALS this process was not told to ignore. One its parent ignored stays ignored,
-    by the recorder and, over stdio, by the server, which inherits that: SIGHUP under `nohup`,
-    SIGINT in a shell script's background job (a Ctrl-C meant for the script)."""
-    return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN)
+    """The STOP_SIGNALS this process heeds: all but a SIGHUP it was started ignoring (`nohup`),
+    which stays ignored, by the recorder and, over stdio, by the server, which inherits that. An
+    ignored SIGINT is heeded: a script's background job starts with it ignored only so that the
+    terminal's Ctrl-C passes it by, and `kill -INT` is how scripts (and our pytest plugin) stop
+    a recorder as Ctrl-C does."""
+    ignored_hangup = signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    return tuple(signum for signum in STOP_SIGNALS if not (signum == signal.SIGHUP and ignored_hangup))
 
 
 class HttpRecorderProcess:

@@ -308,7 +308,7 @@ def _close_stdout() -> None:
 
 
 class _SignalForwarder:
-    """Passes SIGTERM, SIGINT and SIGHUP (those not ignored) on to the server; the recorder keeps running
+    """Passes SIGTERM, SIGINT and SIGHUP (unless under nohup) on to the server; the recorder keeps running
     until the server exits. A signal that arrives before the server exists is held for it."""
 
     def __init__(self) -> None:

@@ -132,7 +132,8 @@ def test_a_server_killed_by_a_signal_gives_128_plus_its_number(record: Record, s
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_to_the_recorder_reach_the_server_once(record: Record, signum: signal.Signals) -> None:
-    session, cassette_path = record([*PEER, "signals"])
+    # SIGHUP heeded, as a terminal's session starts: a suite run under nohup would pass on ignoring it
+    session, cassette_path = record([*PEER, "signals"], lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     assert session.read_line() == READY  # the server is up with its handlers installed
     session.proc.send_signal(signum)
     assert session.finish() == 0
@@ -155,6 +156,16 @@ def test_a_signal_ignored_when_the_recorder_started_stays_ignored_by_it_and_the_
     session.close_stdin()
     assert session.finish() == 0
     assert load(cassette_path).frames[-1].info == {"code": 0, "signal": None}
+
+
+def test_sigint_stops_a_recorder_started_ignoring_it(record: Record) -> None:
+    """As a script's background job starts: SIGINT ignored so that the terminal's Ctrl-C passes it
+    by. `kill -INT` still ends the session as Ctrl-C does."""
+    session, _ = record([*PEER, "signals"], lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert session.read_line() == READY
+    session.proc.send_signal(signal.SIGINT)
+    assert session.finish() == 0
+    assert bytes(session.stderr) == b"got SIGINT\n"
 
 
 def test_closing_the_clients_stdin_closes_the_servers(record: Record) -> None:
