@@ -386,12 +386,7 @@ def test_query_secrets_userinfo_and_credential_headers_are_redacted_and_replay_s
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["kill", "terminal closed"])
 def test_a_recording_stopped_by_a_signal_is_finished_like_one_stopped_by_ctrl_c(
         signum: int, resumable: str, record: Callable[..., Recorder]) -> None:
-    # SIGHUP heeded, as a terminal's session starts: a suite run under nohup would pass on ignoring it
-    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # the recorder inherits it
-    try:
-        recorder = record(resumable)
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+    recorder = record(resumable)
     with httpx.Client(timeout=TIMEOUT) as client:
         RawSession(client, recorder.url)
     cassette = recorder.stop(signum)  # exit 0
